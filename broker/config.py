@@ -1,0 +1,328 @@
+"""Broker configuration the way Kafka reads it.
+
+Sources, lowest precedence first: Kafka's defaults, a ``server.properties`` file,
+``KAFKA_*`` environment variables (the apache/kafka image convention: ``.`` -> ``_``,
+``_`` -> ``__``, ``-`` -> ``___``, upper case), then ``--override key=value``. Unknown
+properties are logged and kept (DescribeConfigs shows them), never fatal.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+LONG_MAX = 9223372036854775807
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigDef:
+    name: str
+    type: str  # int, long, short, string, boolean, list, double, password
+    default: Any
+    read_only: bool = True
+    sensitive: bool = False
+
+
+def _defs(*rows: tuple) -> dict[str, BrokerConfigDef]:
+    return {r[0]: BrokerConfigDef(*r) for r in rows}
+
+
+# Kafka's names and defaults (server/ServerConfigs, ServerLogConfigs, GroupCoordinatorConfig,
+# TransactionStateManagerConfig, ...). read_only=False marks the dynamically alterable ones.
+BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
+    ("node.id", "int", 1),
+    ("broker.id", "int", -1),
+    ("process.roles", "list", "broker,controller"),
+    ("listeners", "list", "PLAINTEXT://127.0.0.1:9092"),
+    ("advertised.listeners", "list", None),
+    ("listener.security.protocol.map", "list",
+     "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    ("inter.broker.listener.name", "string", None),
+    ("controller.listener.names", "string", None),
+    ("cluster.id", "string", None),
+    ("broker.rack", "string", None),
+    ("log.dirs", "list", None),
+    ("log.dir", "string", "./data"),
+    ("num.partitions", "int", 1),
+    ("default.replication.factor", "int", 1),
+    ("min.insync.replicas", "int", 1),
+    ("auto.create.topics.enable", "boolean", True),
+    ("delete.topic.enable", "boolean", True),
+    ("log.segment.bytes", "int", 1073741824),
+    ("log.roll.ms", "long", None),
+    ("log.roll.hours", "int", 168),
+    ("log.roll.jitter.ms", "long", None),
+    ("log.roll.jitter.hours", "int", 0),
+    ("log.retention.ms", "long", None),
+    ("log.retention.minutes", "int", None),
+    ("log.retention.hours", "int", 168),
+    ("log.retention.bytes", "long", -1),
+    ("log.retention.check.interval.ms", "long", 300000),
+    ("log.index.interval.bytes", "int", 4096),
+    ("log.index.size.max.bytes", "int", 10485760),
+    ("log.flush.interval.messages", "long", LONG_MAX),
+    ("log.flush.interval.ms", "long", None),
+    ("log.flush.scheduler.interval.ms", "long", LONG_MAX),
+    ("log.flush.offset.checkpoint.interval.ms", "int", 60000),
+    ("log.cleanup.policy", "list", "delete"),
+    ("log.message.timestamp.type", "string", "CreateTime"),
+    ("log.message.timestamp.before.max.ms", "long", LONG_MAX),
+    ("log.message.timestamp.after.max.ms", "long", 3600000),
+    ("log.preallocate", "boolean", False),
+    ("log.cleaner.enable", "boolean", True),
+    ("log.cleaner.delete.retention.ms", "long", 86400000),
+    ("log.cleaner.min.compaction.lag.ms", "long", 0),
+    ("log.segment.delete.delay.ms", "long", 60000),
+    ("compression.type", "string", "producer"),
+    ("message.max.bytes", "int", 1048588),
+    ("socket.request.max.bytes", "int", 104857600),
+    ("socket.send.buffer.bytes", "int", 102400),
+    ("socket.receive.buffer.bytes", "int", 102400),
+    ("queued.max.requests", "int", 500),
+    ("num.network.threads", "int", 3),
+    ("num.io.threads", "int", 8),
+    ("connections.max.idle.ms", "long", 600000),
+    ("offsets.topic.num.partitions", "int", 50),
+    ("offsets.topic.replication.factor", "short", 3),
+    ("offsets.topic.segment.bytes", "int", 104857600),
+    ("offsets.retention.minutes", "int", 10080),
+    ("offsets.retention.check.interval.ms", "long", 600000),
+    ("offsets.commit.timeout.ms", "int", 5000),
+    ("offset.metadata.max.bytes", "int", 4096),
+    ("group.initial.rebalance.delay.ms", "int", 3000),
+    ("group.min.session.timeout.ms", "int", 6000),
+    ("group.max.session.timeout.ms", "int", 1800000),
+    ("group.max.size", "int", 2147483647),
+    ("transaction.state.log.num.partitions", "int", 50),
+    ("transaction.state.log.replication.factor", "short", 3),
+    ("transaction.state.log.segment.bytes", "int", 104857600),
+    ("transaction.state.log.min.isr", "int", 2),
+    ("transaction.max.timeout.ms", "int", 900000),
+    ("transactional.id.expiration.ms", "int", 604800000),
+    ("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000),
+    ("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000),
+    ("transaction.partition.verification.enable", "boolean", True),
+    ("producer.id.expiration.ms", "int", 86400000),
+    ("producer.id.expiration.check.interval.ms", "int", 600000),
+    ("unstable.api.versions.enable", "boolean", False),
+    # Not Kafka's: the Prometheus endpoint and the log level of this broker.
+    ("metrics.port", "int", 0),
+    ("metrics.host", "string", "0.0.0.0"),
+    ("log.level", "string", "INFO"),
+)
+
+# Environment variables that Kafka's images use for the JVM, not as broker properties.
+_ENV_NOT_PROPERTIES = {
+    "KAFKA_HOME", "KAFKA_OPTS", "KAFKA_HEAP_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_LOG4J_OPTS",
+    "KAFKA_JMX_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_DEBUG", "KAFKA_LOG_DIR_ROOT", "KAFKA_VERSION",
+}
+
+
+def env_to_property(name: str) -> str:
+    """KAFKA_LOG_DIRS -> log.dirs, with __ -> _ and ___ -> - as the apache/kafka image does."""
+    body = name[len("KAFKA_"):]
+    return body.replace("___", "\0dash\0").replace("__", "\0us\0").replace("_", ".") \
+        .replace("\0dash\0", "-").replace("\0us\0", "_").lower()
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties: '#'/'!' comments, '=' or ':' separators, backslash line continuation."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                key, value = line[:i].strip(), line[i + 1:].strip()
+                break
+            if ch.isspace():
+                key, value = line[:i].strip(), line[i:].strip().lstrip("=:").strip()
+                break
+        else:
+            key, value = line, ""
+        props[key] = value
+    return props
+
+
+def _convert(d: BrokerConfigDef, value: str) -> Any:
+    if d.type in ("int", "long", "short"):
+        return int(value.strip())
+    if d.type == "double":
+        return float(value)
+    if d.type == "boolean":
+        v = value.strip().lower()
+        if v not in ("true", "false"):
+            raise ValueError(f"{d.name}: expected true or false, got {value!r}")
+        return v == "true"
+    return value.strip()
+
+
+class BrokerConfig:
+    """Resolved broker properties; values keep their Kafka types (int, bool, str)."""
+
+    def __init__(self, props: Mapping[str, str] | None = None, *, sources: Mapping[str, str] | None = None) -> None:
+        self.originals: dict[str, str] = dict(props or {})
+        self.sources: dict[str, str] = dict(sources or {})
+        self._values: dict[str, Any] = {}
+        for name, value in self.originals.items():
+            d = BROKER_CONFIGS.get(name)
+            if d is None:
+                continue
+            try:
+                self._values[name] = _convert(d, value)
+            except ValueError as e:
+                raise ValueError(f"Invalid value {value!r} for configuration {name}: {e}") from None
+
+    @classmethod
+    def load(
+        cls,
+        config_file: str | os.PathLike | None = None,
+        overrides: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        props: dict[str, str] = {}
+        sources: dict[str, str] = {}
+        if config_file:
+            for k, v in parse_properties(Path(config_file).read_text()).items():
+                props[k], sources[k] = v, "STATIC_BROKER_CONFIG"
+        env = os.environ if environ is None else environ
+        for name, value in env.items():
+            if name.startswith("KAFKA_") and name not in _ENV_NOT_PROPERTIES:
+                key = env_to_property(name)
+                props[key], sources[key] = value, "STATIC_BROKER_CONFIG"
+        for item in overrides:
+            if "=" not in item:
+                raise ValueError(f"--override expects key=value, got {item!r}")
+            k, v = item.split("=", 1)
+            props[k.strip()], sources[k.strip()] = v.strip(), "STATIC_BROKER_CONFIG"
+        cfg = cls(props, sources=sources)
+        for name in props:
+            if name not in BROKER_CONFIGS:
+                log.warning("unknown broker property ignored", property=name)
+        return cfg
+
+    def get(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        d = BROKER_CONFIGS.get(name)
+        if d is None:
+            return self.originals.get(name)
+        return d.default
+
+    def is_set(self, name: str) -> bool:
+        return name in self._values
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+    # --- derived values, resolved the way KafkaConfig does -------------------------------
+
+    @property
+    def node_id(self) -> int:
+        if self.is_set("node.id"):
+            return self.get("node.id")
+        broker_id = self.get("broker.id")
+        return broker_id if broker_id >= 0 else self.get("node.id")
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self.get("log.dirs")
+        if dirs:
+            return [d.strip() for d in dirs.split(",") if d.strip()]
+        return [self.get("log.dir")]
+
+    def _ms(self, ms: str, minutes: str | None, hours: str) -> int:
+        if self.is_set(ms):
+            return self.get(ms)
+        if minutes and self.is_set(minutes):
+            return self.get(minutes) * 60_000
+        return self.get(hours) * 3_600_000
+
+    @property
+    def log_retention_ms(self) -> int:
+        value = self._ms("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+        return -1 if value < 0 else value
+
+    @property
+    def log_roll_ms(self) -> int:
+        return self._ms("log.roll.ms", None, "log.roll.hours")
+
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        return self._ms("log.roll.jitter.ms", None, "log.roll.jitter.hours")
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        if self.is_set("log.flush.interval.ms"):
+            return self.get("log.flush.interval.ms")
+        return self.get("log.flush.scheduler.interval.ms")
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level defaults of the topic configs, keyed by the topic config name."""
+        return {
+            "segment.bytes": str(self.get("log.segment.bytes")),
+            "segment.ms": str(self.log_roll_ms),
+            "segment.jitter.ms": str(self.log_roll_jitter_ms),
+            "retention.ms": str(self.log_retention_ms),
+            "retention.bytes": str(self.get("log.retention.bytes")),
+            "index.interval.bytes": str(self.get("log.index.interval.bytes")),
+            "segment.index.bytes": str(self.get("log.index.size.max.bytes")),
+            "flush.messages": str(self.get("log.flush.interval.messages")),
+            "flush.ms": str(self.log_flush_interval_ms),
+            "cleanup.policy": str(self.get("log.cleanup.policy")),
+            "max.message.bytes": str(self.get("message.max.bytes")),
+            "message.timestamp.type": str(self.get("log.message.timestamp.type")),
+            "message.timestamp.before.max.ms": str(self.get("log.message.timestamp.before.max.ms")),
+            "message.timestamp.after.max.ms": str(self.get("log.message.timestamp.after.max.ms")),
+            "min.insync.replicas": str(self.get("min.insync.replicas")),
+            "compression.type": str(self.get("compression.type")),
+            "delete.retention.ms": str(self.get("log.cleaner.delete.retention.ms")),
+            "min.compaction.lag.ms": str(self.get("log.cleaner.min.compaction.lag.ms")),
+            "file.delete.delay.ms": str(self.get("log.segment.delete.delay.ms")),
+            "preallocate": str(self.get("log.preallocate")).lower(),
+        }
+
+    def listeners(self) -> list[tuple[str, str, int]]:
+        return parse_listeners(self.get("listeners"))
+
+    def advertised_listeners(self) -> list[tuple[str, str, int]]:
+        adv = self.get("advertised.listeners")
+        return parse_listeners(adv) if adv else self.listeners()
+
+    def items(self) -> Iterable[tuple[str, Any, str]]:
+        """(name, value, source) for every known property, as DescribeConfigs lists them."""
+        for name, d in BROKER_CONFIGS.items():
+            if name in self._values:
+                yield name, self._values[name], self.sources.get(name, "STATIC_BROKER_CONFIG")
+            else:
+                yield name, d.default, "DEFAULT_CONFIG"
+
+
+def parse_listeners(value: str) -> list[tuple[str, str, int]]:
+    """'PLAINTEXT://host:9092,CTRL://:9093' -> [(name, host, port)]; empty host = all interfaces."""
+    out = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "://" not in item:
+            raise ValueError(f"listener {item!r} lacks a name://host:port form")
+        name, rest = item.split("://", 1)
+        host, _, port = rest.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        out.append((name.upper(), host, int(port)))
+    return out

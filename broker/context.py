@@ -1,0 +1,36 @@
+"""What a handler knows about the request it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    connection_id: str
+    listener: str
+
+
+@dataclass(slots=True)
+class RawResponse:
+    """A response body already encoded by a fast path, as a list of buffers (no copies)."""
+
+    buffers: list[bytes | bytearray | memoryview]
+    size: int
+
+
+class NoResponse:
+    """acks=0 Produce: Kafka sends nothing back."""
+
+
+NO_RESPONSE = NoResponse()

@@ -1,0 +1,116 @@
+"""Frame -> handler -> encoded response, following Kafka's SocketServer/RequestChannel rules.
+
+- An unknown API key, or a version outside what we implement, closes the connection (Kafka's
+  ``parseRequestHeader`` throws and the processor closes), except ApiVersions: any version is
+  accepted and an unsupported one gets a v0 body with UNSUPPORTED_VERSION (KIP-511).
+- Responses use header v1 when the API version is flexible, else v0; ApiVersions always v0.
+"""
+
+from __future__ import annotations
+
+import inspect
+import struct
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.context import NO_RESPONSE, RawResponse, RequestContext
+from broker.handlers.registry import HANDLERS, ApiSpec
+from protocol.headers import MalformedHeader, parse_request_header, peek_api, response_header
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+API_VERSIONS_KEY = 18
+_SIZE = struct.Struct(">i")
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; Kafka closes the connection."""
+
+
+class Encoded:
+    """Frame-ready output: a list of buffers whose first element is the size prefix."""
+
+    __slots__ = ("buffers",)
+
+    def __init__(self, buffers: list) -> None:
+        self.buffers = buffers
+
+
+def _flexible(spec: ApiSpec, version: int) -> bool:
+    return spec.request_cls.flexible_version_q(version)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, response: Any) -> Encoded | None:
+    if response is NO_RESPONSE or response is None:
+        return None
+    spec = HANDLERS[api_key]
+    flexible = api_key != API_VERSIONS_KEY and _flexible(spec, version)
+    header = response_header(correlation_id, flexible)
+    if isinstance(response, RawResponse):
+        return Encoded([_SIZE.pack(len(header) + response.size), header, *response.buffers])
+    body = response.encode(version=version)
+    return Encoded([_SIZE.pack(len(header) + len(body)), header, body])
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.metrics = broker.metrics
+
+    def handle(
+        self, frame: bytes, client_host: str, connection_id: str, listener: str
+    ) -> Encoded | None | Awaitable[Encoded | None]:
+        """Process one request frame. Raises CloseConnection for what Kafka drops."""
+        try:
+            api_key, version = peek_api(frame)
+        except MalformedHeader as e:
+            raise CloseConnection(str(e)) from None
+        spec = HANDLERS.get(api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown API key {api_key}")
+        if api_key == API_VERSIONS_KEY and not spec.accepts(version):
+            return self._unsupported_api_versions(frame, version)
+        if not spec.accepts(version):
+            raise CloseConnection(f"unsupported version {version} of API key {api_key}")
+        try:
+            header = parse_request_header(frame, _flexible(spec, version))
+        except MalformedHeader as e:
+            raise CloseConnection(f"malformed request header: {e}") from None
+        body = memoryview(frame)[header.body_offset:]
+        try:
+            request = spec.decode(body, version) if spec.decode else spec.request_cls.decode(body, version=version)
+        except Exception as e:  # noqa: BLE001 - any decode failure is a malformed request
+            raise CloseConnection(f"malformed {spec.request_cls.name} v{version}: {e!r}") from None
+        ctx = RequestContext(
+            self.broker, api_key, version, header.correlation_id, header.client_id, client_host, connection_id, listener
+        )
+        started = time.perf_counter()
+        result = spec.handler(ctx, request)
+        if inspect.isawaitable(result):
+            return self._finish_async(ctx, result, started)
+        self.metrics.request_done(api_key, version, time.perf_counter() - started)
+        return encode_response(api_key, version, header.correlation_id, result)
+
+    async def _finish_async(self, ctx: RequestContext, result: Awaitable[Any], started: float) -> Encoded | None:
+        response = await result
+        self.metrics.request_done(ctx.api_key, ctx.api_version, time.perf_counter() - started)
+        return encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+
+    def _unsupported_api_versions(self, frame: bytes, version: int) -> Encoded:
+        """KIP-511: answer a v0 body with UNSUPPORTED_VERSION and our ApiVersions range."""
+        correlation_id = struct.unpack_from(">i", frame, 4)[0] if len(frame) >= 8 else 0
+        spec = HANDLERS[API_VERSIONS_KEY]
+        resp = spec.response_cls[0](
+            error_code=35,
+            api_keys=[spec.response_cls.ApiVersion(api_key=API_VERSIONS_KEY, min_version=0, max_version=spec.max_version)],
+        )
+        body = resp.encode(version=0)
+        header = response_header(correlation_id, False)
+        self.metrics.request_done(API_VERSIONS_KEY, version, 0.0)
+        return Encoded([_SIZE.pack(len(header) + len(body)), header, body])

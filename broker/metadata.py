@@ -1,0 +1,138 @@
+"""Cluster metadata of this single-node cluster: topics, their ids, partition counts, configs.
+
+Kafka keeps this in the KRaft ``__cluster_metadata`` log; a single node needs far less, so it
+lives in ``<first log dir>/__cluster_metadata/topics.json``, rewritten atomically on every
+change. Each partition directory also carries Kafka's ``partition.metadata`` with the topic id,
+so the data directories stay self-describing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protocol.errors import ErrorCode, KafkaError
+
+LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+def validate_topic_name(name: str | None) -> None:
+    """Kafka's Topic.validate: INVALID_TOPIC_EXCEPTION for an illegal name."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_LENGTH} characters, topic name: {name}",
+        )
+    if not LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def kafka_uuid_str(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 without padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def new_topic_id() -> uuid.UUID:
+    # Kafka never hands out ids whose base64 form starts with '-' (Uuid.randomUuid).
+    while True:
+        u = uuid.uuid4()
+        if not kafka_uuid_str(u).startswith("-") and u.int != 0 and u.int != 1:
+            return u
+
+
+class MetadataStore:
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.dir = Path(directory) / "__cluster_metadata"
+        self.path = self.dir / "topics.json"
+        self.topics: dict[str, TopicInfo] = {}
+        self.by_id: dict[uuid.UUID, TopicInfo] = {}
+
+    def load(self) -> None:
+        if not self.path.exists():
+            return
+        data = json.loads(self.path.read_text())
+        for t in data.get("topics", []):
+            info = TopicInfo(t["name"], uuid.UUID(t["id"]), int(t["partitions"]), dict(t.get("configs", {})))
+            self.topics[info.name] = info
+            self.by_id[info.topic_id] = info
+
+    def _save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data = {
+            "version": 1,
+            "topics": [
+                {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+                for t in self.topics.values()
+            ],
+        }
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def colliding(self, name: str) -> str | None:
+        """Kafka rejects names that differ from an existing one only by '.' vs '_' (metrics clash)."""
+        key = name.replace(".", "_")
+        for existing in self.topics:
+            if existing != name and existing.replace(".", "_") == key:
+                return existing
+        return None
+
+    def add(self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None) -> TopicInfo:
+        info = TopicInfo(name, topic_id or new_topic_id(), partitions, dict(configs))
+        self.topics[name] = info
+        self.by_id[info.topic_id] = info
+        self._save()
+        return info
+
+    def remove(self, name: str) -> TopicInfo | None:
+        info = self.topics.pop(name, None)
+        if info is not None:
+            self.by_id.pop(info.topic_id, None)
+            self._save()
+        return info
+
+    def set_partitions(self, name: str, count: int) -> None:
+        self.topics[name].partitions = count
+        self._save()
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.topics[name].configs = dict(configs)
+        self._save()

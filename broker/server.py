@@ -1,0 +1,164 @@
+"""The TCP side: one asyncio Protocol per connection, requests answered strictly in order.
+
+Like Kafka's processor (which mutes a channel while a request is in flight), a connection runs
+one request at a time: synchronous handlers answer inline, an async one (Fetch long-poll,
+JoinGroup) parks the pipeline until it completes. Reading pauses when too many frames are
+queued or the transport's write buffer is full, so a fast producer cannot flood memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.dispatch import CloseConnection, Dispatcher, Encoded
+from protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+MAX_QUEUED_FRAMES = 64
+MAX_QUEUED_BYTES = 64 * 1024 * 1024
+_ids = itertools.count(1)
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, broker: Broker, dispatcher: Dispatcher, listener: str) -> None:
+        self.broker = broker
+        self.dispatcher = dispatcher
+        self.listener = listener
+        self.decoder = FrameDecoder(broker.config.get("socket.request.max.bytes"))
+        self.pending: deque[bytes] = deque()
+        self.pending_bytes = 0
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task | None = None
+        self.reading_paused = False
+        self.writing_paused = False
+        self.closed = False
+        self.peer = "?"
+        self.id = f"c{next(_ids)}"
+
+    # --- asyncio callbacks ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.broker.connections.add(self)
+        self.broker.metrics.connection_opened(self.listener)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pending.clear()
+        self.broker.connections.discard(self)
+        self.broker.metrics.connection_closed(self.listener)
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except (FrameTooLarge, InvalidFrame) as e:
+            self._close(str(e))
+            return
+        if frames:
+            self.pending.extend(frames)
+            self.pending_bytes += sum(len(f) for f in frames)
+            self._pump()
+        if not self.closed and not self.reading_paused and (
+            len(self.pending) >= MAX_QUEUED_FRAMES or self.pending_bytes >= MAX_QUEUED_BYTES
+        ):
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._pump()
+
+    # --- the request pipeline -----------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Answer queued requests in order until one needs to wait."""
+        while self.pending and self.task is None and not self.writing_paused and not self.closed:
+            frame = self.pending.popleft()
+            self.pending_bytes -= len(frame)
+            try:
+                result = self.dispatcher.handle(frame, self.peer, self.id, self.listener)
+            except CloseConnection as e:
+                self._close(str(e))
+                return
+            except Exception:
+                log.exception("request failed; closing connection", connection=self.id, peer=self.peer)
+                self._close("internal error")
+                return
+            if isinstance(result, Encoded) or result is None:
+                self._write(result)
+            else:
+                self.task = asyncio.ensure_future(result)
+                self.task.add_done_callback(self._async_done)
+                self.broker.inflight.add(self.task)
+        if self.reading_paused and not self.closed and len(self.pending) < MAX_QUEUED_FRAMES // 2 \
+                and self.pending_bytes < MAX_QUEUED_BYTES // 2:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    def _async_done(self, task: asyncio.Task) -> None:
+        self.task = None
+        self.broker.inflight.discard(task)
+        if task.cancelled() or self.closed:
+            return
+        exc = task.exception()
+        if isinstance(exc, CloseConnection):
+            self._close(str(exc))
+            return
+        if exc is not None:
+            log.error("request failed; closing connection", connection=self.id, peer=self.peer,
+                      exc_info=(type(exc), exc, exc.__traceback__))
+            self._close("internal error")
+            return
+        self._write(task.result())
+        self._pump()
+
+    def _write(self, result: Encoded | None) -> None:
+        if result is None or self.closed:
+            return
+        self.transport.writelines(result.buffers)
+
+    def _close(self, reason: str) -> None:
+        if self.closed:
+            return
+        log.warning("closing connection", connection=self.id, peer=self.peer, reason=reason)
+        self.closed = True
+        self.pending.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def start_listeners(broker: Broker) -> list[asyncio.base_events.Server]:
+    loop = asyncio.get_running_loop()
+    dispatcher = Dispatcher(broker)
+    servers = []
+    for name, host, port in broker.config.listeners():
+        if name == "CONTROLLER":
+            continue
+        server = await loop.create_server(
+            lambda name=name: Connection(broker, dispatcher, name),
+            host or None,
+            port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        bound = server.sockets[0].getsockname()
+        broker.bound_ports[name] = bound[1]
+        log.info("listening", listener=name, host=host or "0.0.0.0", port=bound[1])
+        servers.append(server)
+    return servers
