@@ -17,6 +17,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    local_host: str
     connection_id: str
     listener: str
 

@@ -64,7 +64,7 @@ class Dispatcher:
         self.metrics = broker.metrics
 
     def handle(
-        self, frame: bytes, client_host: str, connection_id: str, listener: str
+        self, frame: bytes, client_host: str, local_host: str, connection_id: str, listener: str
     ) -> Encoded | None | Awaitable[Encoded | None]:
         """Process one request frame. Raises CloseConnection for what Kafka drops."""
         try:
@@ -88,7 +88,8 @@ class Dispatcher:
         except Exception as e:  # noqa: BLE001 - any decode failure is a malformed request
             raise CloseConnection(f"malformed {spec.request_cls.name} v{version}: {e!r}") from None
         ctx = RequestContext(
-            self.broker, api_key, version, header.correlation_id, header.client_id, client_host, connection_id, listener
+            self.broker, api_key, version, header.correlation_id, header.client_id, client_host, local_host,
+            connection_id, listener,
         )
         started = time.perf_counter()
         result = spec.handler(ctx, request)

@@ -42,6 +42,7 @@ class Connection(asyncio.Protocol):
         self.writing_paused = False
         self.closed = False
         self.peer = "?"
+        self.local_host = "127.0.0.1"
         self.id = f"c{next(_ids)}"
 
     # --- asyncio callbacks ------------------------------------------------------------------
@@ -50,6 +51,8 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        local = transport.get_extra_info("sockname")
+        self.local_host = local[0] if local else "127.0.0.1"
         self.broker.connections.add(self)
         self.broker.metrics.connection_opened(self.listener)
 
@@ -92,7 +95,7 @@ class Connection(asyncio.Protocol):
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
             try:
-                result = self.dispatcher.handle(frame, self.peer, self.id, self.listener)
+                result = self.dispatcher.handle(frame, self.peer, self.local_host, self.id, self.listener)
             except CloseConnection as e:
                 self._close(str(e))
                 return

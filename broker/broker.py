@@ -1,0 +1,197 @@
+"""The broker process: owns every piece of state, on one event loop, with no locks.
+
+Start-up order: meta.properties (cluster id that survives restarts) -> topic metadata ->
+partition logs (recovery only after an unclean stop) -> coordinators -> listeners. Shutdown
+runs it backwards: stop accepting, let in-flight requests finish, close connections, then close
+the logs cleanly (flush, producer snapshots, checkpoints, clean-shutdown marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+from storage.log_manager import LogManager
+
+from broker.config import BrokerConfig
+from broker.controller import Controller
+from broker.metadata import MetadataStore
+from broker.metrics import BrokerMetrics
+from broker.replica_manager import ReplicaManager
+from storage import checkpoints
+
+log = structlog.get_logger(__name__)
+
+SHUTDOWN_GRACE_SECONDS = 10.0
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id: int = config.node_id
+        self.cluster_id: str = ""
+        self.metrics = BrokerMetrics()
+        self.connections: set = set()
+        self.inflight: set[asyncio.Task] = set()
+        self.bound_ports: dict[str, int] = {}
+        self.started_at = time.time()
+        self.log_manager: LogManager | None = None
+        self.metadata = MetadataStore(config.log_dirs[0])
+        self.controller = Controller(self)
+        self.replica_manager: ReplicaManager | None = None
+        self.group_coordinator = None
+        self.txn_coordinator = None
+        self._servers: list = []
+        self._periodic: list[asyncio.Task] = []
+        self._stopped = asyncio.Event()
+        self.stopping = False
+        self.startup_hooks: list[Callable] = []
+        self.shutdown_hooks: list[Callable] = []
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from broker.handlers.registry import load_all
+        from broker.server import start_listeners
+
+        load_all()
+        for d in self.config.log_dirs:
+            Path(d).mkdir(parents=True, exist_ok=True)
+        self._load_meta_properties()
+        self.metadata.load()
+        self.log_manager = LogManager(self.config.log_dirs, self.config.topic_defaults())
+        self.log_manager.startup(self._topic_configs(), now_ms=int(time.time() * 1000))
+        self._reconcile_partitions()
+        self.replica_manager = ReplicaManager(self)
+        await self._start_coordinators()
+        self._servers = await start_listeners(self)
+        self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick)
+        self._schedule(min(self.config.log_flush_interval_ms, 1000), self._flush_tick)
+        self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        log.info("broker started", node_id=self.node_id, cluster_id=self.cluster_id,
+                 log_dirs=self.config.log_dirs, ports=self.bound_ports,
+                 startup_ms=round((time.time() - self.started_at) * 1000, 1))
+
+    async def _start_coordinators(self) -> None:
+        """Group and transaction coordinators (added by their own modules when present)."""
+        for hook in self.startup_hooks:
+            await hook(self)
+
+    def _topic_configs(self) -> dict[str, dict[str, str]]:
+        return {name: t.configs for name, t in self.metadata.topics.items()}
+
+    def _reconcile_partitions(self) -> None:
+        """Create any partition directory the metadata names but the disk lacks."""
+        for info in self.metadata.topics.values():
+            config = self.controller.log_config(info)
+            for p in range(info.partitions):
+                if self.log_manager.get(info.name, p) is None:
+                    self.log_manager.create(info.name, p, config, info.topic_id)
+
+    def _load_meta_properties(self) -> None:
+        """meta.properties holds cluster.id and node.id; refuse a dir that belongs to another node."""
+        cluster_id = self.config.get("cluster.id")
+        found: dict[str, str] = {}
+        for d in self.config.log_dirs:
+            path = Path(d) / "meta.properties"
+            if path.exists():
+                props = checkpoints.read_meta_properties(path)
+                if props.get("node.id") and int(props["node.id"]) != self.node_id:
+                    raise RuntimeError(
+                        f"Stored node id {props['node.id']} in {path} doesn't match node.id={self.node_id}"
+                    )
+                found = props
+                break
+        if found.get("cluster.id"):
+            if cluster_id and cluster_id != found["cluster.id"]:
+                raise RuntimeError(
+                    f"Configured cluster.id {cluster_id} doesn't match stored cluster id {found['cluster.id']}"
+                )
+            cluster_id = found["cluster.id"]
+        self.cluster_id = cluster_id or _new_cluster_id()
+        for d in self.config.log_dirs:
+            path = Path(d) / "meta.properties"
+            if not path.exists():
+                checkpoints.write_meta_properties(
+                    path,
+                    {
+                        "version": "1",
+                        "cluster.id": self.cluster_id,
+                        "node.id": str(self.node_id),
+                        "directory.id": base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="),
+                    },
+                )
+
+    def _schedule(self, interval_ms: int, fn: Callable[..., object]) -> None:
+        interval = max(interval_ms, 10) / 1000
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    result = fn()
+                    if asyncio.iscoroutine(result):
+                        await result
+                except Exception:
+                    log.exception("periodic task failed", task=getattr(fn, "__name__", str(fn)))
+
+        self._periodic.append(asyncio.create_task(loop()))
+
+    def _retention_tick(self) -> None:
+        self.log_manager.run_retention(int(time.time() * 1000))
+
+    def _flush_tick(self) -> None:
+        self.log_manager.flush_dirty(int(time.time() * 1000))
+
+    async def stop(self) -> None:
+        log.info("broker shutting down")
+        self.stopping = True
+        for server in self._servers:
+            server.close()
+        if self.replica_manager is not None:
+            self.replica_manager.wake_all()
+        if self.inflight:
+            await asyncio.wait(list(self.inflight), timeout=SHUTDOWN_GRACE_SECONDS)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        for task in self._periodic:
+            task.cancel()
+        for hook in self.shutdown_hooks:
+            try:
+                await hook(self)
+            except Exception:
+                log.exception("shutdown hook failed")
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        self._stopped.set()
+        log.info("broker stopped")
+
+    def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
+        """The (host, port) clients should use on ``listener``; a wildcard host becomes the
+        address the client reached us on, so a plain ``listeners=PLAINTEXT://:9092`` works."""
+        chosen = None
+        for name, host, port in self.config.advertised_listeners():
+            if name == listener:
+                chosen = (host, port)
+                break
+        if chosen is None:
+            chosen = ("", self.bound_ports.get(listener, 9092))
+        host, port = chosen
+        if port == 0:
+            port = self.bound_ports.get(listener, port)
+        if host in ("", "0.0.0.0", "::"):
+            host = local_host
+        return host, port
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()

@@ -1,0 +1,60 @@
+"""``python -m broker`` / ``pykafka-broker``: run a broker configured the way Kafka is.
+
+    python -m broker [--config server.properties] [--override key=value ...]
+
+KAFKA_<PROPERTY> environment variables apply between the file and the overrides. SIGTERM and
+SIGINT shut down cleanly (in-flight requests finish, logs are flushed and closed) and exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from broker.config import BrokerConfig
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="pykafka-broker", description="A Kafka-compatible broker.")
+    p.add_argument("config_file", nargs="?", help="server.properties (positional, as kafka-server-start.sh takes it)")
+    p.add_argument("--config", "-c", dest="config", help="server.properties file")
+    p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a broker property (repeatable)")
+    return p.parse_args(argv)
+
+
+async def run(config: BrokerConfig) -> int:
+    from broker.broker import Broker
+
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    await stop.wait()
+    await broker.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = BrokerConfig.load(args.config or args.config_file, args.override)
+    except (OSError, ValueError) as e:
+        print(f"pykafka-broker: configuration error: {e}", file=sys.stderr)
+        return 2
+    from broker import logs
+
+    logs.configure(str(config.get("log.level")))
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency; plain asyncio still works
+        return asyncio.run(run(config))
+    return uvloop.run(run(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Topic administration: what the KRaft controller does for CreateTopics, DeleteTopics,
+CreatePartitions and config changes, collapsed onto this single node.
+
+Replication factor: one node holds one replica. A request for RF > 1 is accepted (so tools and
+Testcontainers setups written for a 3-broker cluster keep working) and logged as a warning: the
+topic really has one replica, which Metadata reports honestly (replicas = isr = [this node]).
+An RF of 0 or below -1 is INVALID_REPLICATION_FACTOR, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+from storage.errors import InvalidConfig
+from storage.log_config import TOPIC_CONFIGS, LogConfig
+
+from broker.metadata import TopicInfo, validate_topic_name
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+MAX_PARTITIONS = 100_000
+
+
+class Controller:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def log_config(self, topic: TopicInfo) -> LogConfig:
+        return LogConfig.from_overrides(self.broker.config.topic_defaults(), topic.configs)
+
+    def validate_configs(self, configs: dict[str, str]) -> None:
+        for name, value in configs.items():
+            d = TOPIC_CONFIGS.get(name)
+            if d is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            if value is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {name}")
+        try:
+            LogConfig.from_overrides(self.broker.config.topic_defaults(), configs)
+        except InvalidConfig as e:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+        assignments: list | None = None,
+    ) -> TopicInfo | None:
+        """Validate and create a topic; raises KafkaError with Kafka's error code."""
+        configs = dict(configs or {})
+        validate_topic_name(name)
+        metadata = self.broker.metadata
+        if metadata.get(name) is not None:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        clash = metadata.colliding(name)
+        if clash is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {clash}",
+            )
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+                )
+            num_partitions = len(assignments)
+        if num_partitions == -1:
+            num_partitions = self.broker.config.get("num.partitions")
+        if replication_factor == -1:
+            replication_factor = self.broker.config.get("default.replication.factor")
+        if num_partitions <= 0 or num_partitions > MAX_PARTITIONS:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor <= 0:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        self.validate_configs(configs)
+        if validate_only:
+            return None
+        if replication_factor > 1:
+            log.warning(
+                "replication factor above 1 accepted on a single node; the topic has one replica",
+                topic=name, requested_replication_factor=replication_factor,
+            )
+        info = metadata.add(name, num_partitions, configs)
+        config = self.log_config(info)
+        for p in range(num_partitions):
+            self.broker.log_manager.create(name, p, config, info.topic_id)
+        log.info("topic created", topic=name, topic_id=str(info.topic_id), partitions=num_partitions,
+                 configs=configs or None)
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.broker.metadata.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if info.internal:
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Internal topic {name} cannot be deleted")
+        self.broker.metadata.remove(name)
+        self.broker.log_manager.delete_topic(name)
+        self.broker.replica_manager.topic_deleted(name)
+        log.info("topic deleted", topic=name, topic_id=str(info.topic_id))
+        return info
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        info = self.broker.metadata.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if count < info.partitions:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {name} currently has {info.partitions} partition(s); {count} would not be an increase.",
+            )
+        if count == info.partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {info.partitions} partition(s).")
+        if count > MAX_PARTITIONS:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Too many partitions.")
+        if validate_only:
+            return
+        config = self.log_config(info)
+        for p in range(info.partitions, count):
+            self.broker.log_manager.create(name, p, config, info.topic_id)
+        old = info.partitions
+        self.broker.metadata.set_partitions(name, count)
+        log.info("partitions created", topic=name, old_count=old, new_count=count)
+
+    def alter_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+        info = self.broker.metadata.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        self.validate_configs(configs)
+        if validate_only:
+            return
+        self.broker.metadata.set_configs(name, configs)
+        config = self.log_config(info)
+        for p in range(info.partitions):
+            plog = self.broker.log_manager.get(name, p)
+            if plog is not None:
+                plog.update_config(config)
+        log.info("topic configs altered", topic=name, configs=configs)
+
+    def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        info = self.broker.metadata.get(name)
+        if info is not None:
+            return info
+        info = self.broker.metadata.add(name, partitions, configs)
+        config = self.log_config(info)
+        for p in range(partitions):
+            self.broker.log_manager.create(name, p, config, info.topic_id)
+        log.info("internal topic created", topic=name, partitions=partitions)
+        return info

@@ -1,0 +1,30 @@
+"""CreatePartitions (key 37), v0-3: grow a topic's partition count (never shrink)."""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(37)
+Result = Response.CreatePartitionsTopicResult
+
+
+@api(37, (0, 3))
+def handle(ctx, req):
+    results = []
+    for t in req.topics:
+        try:
+            if t.assignments is not None and len(t.assignments) != t.count - _current(ctx, t.name):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "Increasing the number of partitions by a different amount than the assignments")
+            ctx.broker.controller.create_partitions(t.name, t.count, validate_only=req.validate_only)
+            results.append(Result(name=t.name, error_code=0, error_message=None))
+        except KafkaError as e:
+            results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
+    return Response(throttle_time_ms=0, results=results)
+
+
+def _current(ctx, name: str) -> int:
+    info = ctx.broker.metadata.get(name)
+    return info.partitions if info else 0

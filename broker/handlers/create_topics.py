@@ -1,0 +1,67 @@
+"""CreateTopics (key 19), v2-7.
+
+Each topic is validated and created independently (name, partitions, replication factor,
+configs); ``validate_only`` runs every check and creates nothing. v5+ answers with the
+resulting partition count, replication factor and the topic's full config list; v7 adds the
+topic id. RF > 1 is accepted on this single node with a warning in the log (see controller).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers.describe_configs import topic_config_entries
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(19)
+Result = Response.CreatableTopicResult
+ConfigEntry = Result.CreatableTopicConfigs
+
+
+@api(19, (2, 7))
+def handle(ctx, req):
+    broker = ctx.broker
+    results = []
+    seen: dict[str, int] = {}
+    for t in req.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in req.topics:
+        if seen[t.name] > 1:
+            results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message=f"Duplicate topic name: {t.name}", topic_id=uuid.UUID(int=0)))
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        try:
+            info = broker.controller.create_topic(
+                t.name, t.num_partitions, t.replication_factor, configs,
+                validate_only=req.validate_only, assignments=[a.broker_ids for a in t.assignments] or None,
+            )
+        except KafkaError as e:
+            results.append(Result(name=t.name, error_code=e.code, error_message=e.message, topic_id=uuid.UUID(int=0),
+                                  num_partitions=-1, replication_factor=-1, configs=None))
+            continue
+        if info is None:  # validate_only
+            partitions = t.num_partitions if t.num_partitions > 0 else broker.config.get("num.partitions")
+            rf = t.replication_factor if t.replication_factor > 0 else broker.config.get("default.replication.factor")
+            results.append(Result(name=t.name, error_code=0, error_message=None, topic_id=uuid.UUID(int=0),
+                                  num_partitions=partitions, replication_factor=rf,
+                                  configs=_configs(broker, configs)))
+            continue
+        results.append(Result(
+            name=t.name, error_code=0, error_message=None, topic_id=info.topic_id,
+            num_partitions=info.partitions,
+            replication_factor=max(t.replication_factor, 1) if t.replication_factor != -1
+            else broker.config.get("default.replication.factor"),
+            configs=_configs(broker, info.configs),
+        ))
+    return Response(throttle_time_ms=0, topics=results)
+
+
+def _configs(broker, overrides: dict[str, str]) -> list:
+    return [
+        ConfigEntry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                    is_sensitive=e.sensitive)
+        for e in topic_config_entries(broker, overrides)
+    ]

@@ -1,0 +1,41 @@
+"""DeleteTopics (key 20), v1-6.
+
+v6 names topics by name or id. Internal topics cannot be deleted; an unknown name is
+UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(20)
+Result = Response.DeletableTopicResult
+ZERO = uuid.UUID(int=0)
+
+
+@api(20, (1, 6))
+def handle(ctx, req):
+    broker = ctx.broker
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, ZERO) for name in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None:
+            info = broker.metadata.by_id.get(topic_id)
+            if info is None:
+                results.append(Result(name=None, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                      error_message=None))
+                continue
+            name = info.name
+        try:
+            info = broker.controller.delete_topic(name)
+            results.append(Result(name=name, topic_id=info.topic_id, error_code=0, error_message=None))
+        except KafkaError as e:
+            results.append(Result(name=name, topic_id=topic_id, error_code=e.code, error_message=e.message))
+    return Response(throttle_time_ms=0, responses=results)

@@ -1,0 +1,67 @@
+"""IncrementalAlterConfigs (key 44), v0-1, for topic configs.
+
+Operations: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) for list-typed configs. The new
+set is validated as a whole before anything changes; ``validate_only`` changes nothing. Broker
+configs are static here: altering them answers INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from storage.log_config import TOPIC_CONFIGS
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(44)
+Result = Response.AlterConfigsResourceResponse
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def apply_ops(current: dict[str, str], ops) -> dict[str, str]:
+    configs = dict(current)
+    for op in ops:
+        d = TOPIC_CONFIGS.get(op.name)
+        if d is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}")
+        if op.config_operation == SET:
+            if op.value is None:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {op.name}")
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if d.type != "list":
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Config value append is not allowed for config key: {op.name}")
+            items = [v for v in configs.get(op.name, str(d.default or "")).split(",") if v]
+            values = [v for v in (op.value or "").split(",") if v]
+            if op.config_operation == APPEND:
+                items += [v for v in values if v not in items]
+            else:
+                items = [v for v in items if v not in values]
+            configs[op.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation}")
+    return configs
+
+
+@api(44, (0, 1))
+def handle(ctx, req):
+    broker = ctx.broker
+    results = []
+    for r in req.resources:
+        base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+        try:
+            if r.resource_type != 2:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Only topic configs can be altered on this broker (broker configs are static)")
+            info = broker.metadata.get(r.resource_name)
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist")
+            broker.controller.alter_configs(r.resource_name, apply_ops(info.configs, r.configs),
+                                            validate_only=req.validate_only)
+            results.append(Result(error_code=0, error_message=None, **base))
+        except KafkaError as e:
+            results.append(Result(error_code=e.code, error_message=e.message, **base))
+    return Response(throttle_time_ms=0, responses=results)

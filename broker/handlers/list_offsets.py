@@ -1,0 +1,75 @@
+"""ListOffsets (key 2), v1-10.
+
+Timestamps: -2 earliest (log start), -1 latest (the high watermark, or the LSO for
+read_committed), -3 the record with the largest timestamp (v7+), -4 earliest local (= earliest
+here, no tiered storage), -5 earliest pending upload (no tiered storage: -1), otherwise the
+first offset whose timestamp is >= the target, found through the ``.timeindex``.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from broker.replica_manager import ISOLATION_READ_COMMITTED, LEADER_EPOCH, error_code_of
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(2)
+TopicResp = Response.ListOffsetsTopicResponse
+PartResp = TopicResp.ListOffsetsPartitionResponse
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED = -1, -2, -3, -4, -5, -6
+
+
+def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: int) -> tuple[int, int]:
+    plog = broker.replica_manager.partition_log(topic, partition)
+    if timestamp == LATEST:
+        offset = plog.last_stable_offset if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
+        return -1, offset
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, plog.log_start_offset
+    if timestamp in (EARLIEST_PENDING_UPLOAD, LATEST_TIERED):
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp_and_offset()
+        return found if found is not None else (-1, -1)
+    if timestamp < 0:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid timestamp {timestamp}")
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    offset, ts = found
+    upper = plog.last_stable_offset if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
+    if offset >= upper:
+        return -1, -1
+    return ts, offset
+
+
+@api(2, (1, 10))
+def handle(ctx, req):
+    broker = ctx.broker
+    isolation = getattr(req, "isolation_level", 0) if ctx.api_version >= 2 else 0
+    topics = []
+    for t in req.topics:
+        seen: dict[int, int] = {}
+        for p in t.partitions:
+            seen[p.partition_index] = seen.get(p.partition_index, 0) + 1
+        parts = []
+        for p in t.partitions:
+            if seen[p.partition_index] > 1:
+                parts.append(PartResp(partition_index=p.partition_index, error_code=ErrorCode.INVALID_REQUEST,
+                                      timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            try:
+                epoch = getattr(p, "current_leader_epoch", -1)
+                if epoch is not None and epoch > LEADER_EPOCH:
+                    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+                if epoch is not None and 0 <= epoch < LEADER_EPOCH:
+                    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+                ts, offset = lookup(broker, t.name, p.partition_index, p.timestamp, isolation)
+                parts.append(PartResp(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset,
+                                      leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+            except Exception as e:  # noqa: BLE001 - per-partition error code
+                parts.append(PartResp(partition_index=p.partition_index, error_code=error_code_of(e),
+                                      timestamp=-1, offset=-1, leader_epoch=-1))
+        topics.append(TopicResp(name=t.name, partitions=parts))
+    return Response(throttle_time_ms=0, topics=topics)

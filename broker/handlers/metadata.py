@@ -1,0 +1,111 @@
+"""Metadata (key 3), v0-13.
+
+One broker leads every partition with leader epoch 0, replicas = ISR = [this node]. A null
+topic list (an empty one in v0) means every topic. Unknown topics are created on the spot when
+``auto.create.topics.enable`` and the request allow it (creation here is synchronous, so the
+answer already carries the new topic instead of LEADER_NOT_AVAILABLE). v10+ carries topic ids
+and may look topics up by id.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers.registry import api
+from broker.metadata import INTERNAL_TOPICS, TopicInfo, validate_topic_name
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(3)
+Broker_ = Response.MetadataResponseBroker
+Topic = Response.MetadataResponseTopic
+Partition = Topic.MetadataResponsePartition
+ZERO_UUID = uuid.UUID(int=0)
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no authorizer.
+# (kafka-python models these int32 bitfields as sets of operation codes; None = not requested)
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+CLUSTER_OPERATIONS = frozenset({4, 5, 7, 8, 9, 10, 11, 12})
+
+
+def topic_entry(info: TopicInfo, node_id: int, with_ops: bool) -> Topic:
+    return Topic(
+        error_code=0,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.internal,
+        partitions=[
+            Partition(
+                error_code=0,
+                partition_index=p,
+                leader_id=node_id,
+                leader_epoch=0,
+                replica_nodes=[node_id],
+                isr_nodes=[node_id],
+                offline_replicas=[],
+            )
+            for p in range(info.partitions)
+        ],
+        authorized_operations=set(TOPIC_OPERATIONS) if with_ops else None,
+    )
+
+
+def error_entry(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Topic:
+    return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+
+
+def brokers_for(ctx) -> list:
+    host, port = ctx.broker.advertised_endpoint(ctx.listener, ctx.local_host)
+    return [Broker_(node_id=ctx.broker.node_id, host=host, port=port, rack=ctx.broker.config.get("broker.rack"))]
+
+
+@api(3, (0, 13))
+def handle(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    with_ops = bool(getattr(req, "include_topic_authorized_operations", False))
+    allow_create = version < 4 or req.allow_auto_topic_creation
+    topics: list[Topic] = []
+    if req.topics is None or (version == 0 and not req.topics):
+        topics = [topic_entry(t, broker.node_id, with_ops) for t in broker.metadata.topics.values()]
+    else:
+        for t in req.topics:
+            name = t.name
+            if version >= 10 and name is None:
+                info = broker.metadata.by_id.get(t.topic_id)
+                if info is None:
+                    topics.append(error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, t.topic_id))
+                else:
+                    topics.append(topic_entry(info, broker.node_id, with_ops))
+                continue
+            info = broker.metadata.get(name)
+            if info is None:
+                topics.append(_missing(ctx, name, allow_create, with_ops))
+            else:
+                topics.append(topic_entry(info, broker.node_id, with_ops))
+    return Response(
+        throttle_time_ms=0,
+        brokers=brokers_for(ctx),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        authorized_operations=set(CLUSTER_OPERATIONS)
+        if getattr(req, "include_cluster_authorized_operations", False) else None,
+        error_code=0,
+    )
+
+
+def _missing(ctx, name: str, allow_create: bool, with_ops: bool) -> Topic:
+    broker = ctx.broker
+    try:
+        validate_topic_name(name)
+    except KafkaError as e:
+        return error_entry(e.code, name)
+    if name in INTERNAL_TOPICS or not (allow_create and broker.config.get("auto.create.topics.enable")):
+        return error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    try:
+        info = broker.controller.create_topic(name)
+    except KafkaError as e:
+        if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return topic_entry(broker.metadata.get(name), broker.node_id, with_ops)
+        return error_entry(e.code, name)
+    return topic_entry(info, broker.node_id, with_ops)

@@ -1,0 +1,38 @@
+"""OffsetForLeaderEpoch (key 23), v2-4: the end offset of a leader epoch.
+
+Consumers call it after a leader change to detect truncation. Epochs come from the
+partition's ``leader-epoch-checkpoint``; an epoch we never had answers the next epoch's start.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from broker.replica_manager import LEADER_EPOCH, error_code_of
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(23)
+TopicResult = Response.OffsetForLeaderTopicResult
+EpochEnd = TopicResult.EpochEndOffset
+
+
+@api(23, (2, 4))
+def handle(ctx, req):
+    rm = ctx.broker.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                plog = rm.partition_log(t.topic, p.partition)
+                if p.current_leader_epoch > LEADER_EPOCH:
+                    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+                if 0 <= p.current_leader_epoch < LEADER_EPOCH:
+                    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+                epoch, end = plog.end_offset_for_epoch(p.leader_epoch)
+                parts.append(EpochEnd(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end))
+            except Exception as e:  # noqa: BLE001
+                parts.append(EpochEnd(error_code=error_code_of(e), partition=p.partition, leader_epoch=-1,
+                                      end_offset=-1))
+        topics.append(TopicResult(topic=t.topic, partitions=parts))
+    return Response(throttle_time_ms=0, topics=topics)

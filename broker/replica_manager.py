@@ -1,0 +1,256 @@
+"""Appends to and reads from the partition logs this node leads (all of them), and parks
+Fetch requests until data arrives: Kafka's ReplicaManager with one replica per partition.
+
+Validation split, as in Kafka: ProduceRequest.validateRecords (magic 2, one batch, zstd needs
+v7) answers INVALID_RECORD / UNSUPPORTED_COMPRESSION_TYPE; LogValidator (CRC, structure)
+answers CORRUPT_MESSAGE; size against ``max.message.bytes`` answers MESSAGE_TOO_LARGE. The
+partition log then checks producer state and assigns offsets. Nothing is written unless every
+check passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+
+from protocol import records as rec
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from storage.log import PartitionLog
+
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+LEADER_EPOCH = 0  # a single node that has always led every partition
+ISOLATION_READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes | memoryview | None = None
+    aborted: list[tuple[int, int]] | None = None
+
+
+def error_code_of(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, KafkaError):
+        return exc.code
+    code = getattr(exc, "error_code", None)
+    if code is not None:
+        return ErrorCode(code)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.log_manager = broker.log_manager
+        # Fetch waiters: one future per parked Fetch, registered under each partition it reads.
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+
+    # --- lookup -----------------------------------------------------------------------------
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        plog = self.log_manager.get(topic, partition)
+        if plog is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        return plog
+
+    def topic_deleted(self, topic: str) -> None:
+        for key in [k for k in self._waiters if k[0] == topic]:
+            for fut in self._waiters.pop(key):
+                if not fut.done():
+                    fut.set_result(None)
+
+    # --- produce ---------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes | memoryview | None,
+        *,
+        api_version: int,
+        transactional_id: str | None = None,
+        internal: bool = False,
+    ) -> ProduceResult:
+        """Validate and append one partition's payload from a Produce request."""
+        try:
+            plog = self.partition_log(topic, partition)
+            if topic.startswith("__") and topic in ("__consumer_offsets", "__transaction_state") and not internal:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
+            if records is None or len(records) == 0:
+                raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request has no records for the partition")
+            buf = bytearray(records)
+            batches = self._validate(buf, api_version, plog)
+            result = self.append_validated(topic, partition, plog, buf, batches)
+            self.broker.metrics.bytes_in.labels(topic).inc(len(buf))
+            self.broker.metrics.messages_in.labels(topic).inc(sum(b.records_count for b in batches))
+            return result
+        except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
+            code = error_code_of(e)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("append failed", topic=topic, partition=partition)
+            self.broker.metrics.failed_produce.labels(topic).inc()
+            return ProduceResult(code, error_message=str(e) if str(e) != code.name else None)
+
+    def _validate(self, buf: bytearray, api_version: int, plog: PartitionLog) -> list[rec.BatchInfo]:
+        if len(buf) >= rec.LOG_OVERHEAD + 5 and buf[rec.MAGIC_OFFSET] < 2:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"Produce requests with version {api_version} are only allowed to contain record batches with magic version 2",
+            )
+        try:
+            batches = rec.validate_batches(buf)
+        except rec.UnsupportedMagic as e:
+            raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
+        except rec.InvalidBatch as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
+        if len(batches) != 1:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"Produce requests with version {api_version} are only allowed to contain exactly one record batch",
+            )
+        batch = batches[0]
+        if batch.compression == 4 and api_version < 7:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                "Produce requests with version below 7 are not allowed to use ZStandard compression",
+            )
+        if batch.compression > 4:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Unknown compression type id {batch.compression}")
+        if batch.is_control:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+        max_size = plog.config.max_message_bytes
+        if batch.size > max_size:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"The record batch size in the append to {plog.topic}-{plog.partition} is {batch.size} bytes "
+                f"which exceeds the maximum configured value of {max_size}.",
+            )
+        return batches
+
+    def append_validated(
+        self, topic: str, partition: int, plog: PartitionLog, buf: bytearray, batches: list[rec.BatchInfo]
+    ) -> ProduceResult:
+        now = int(time.time() * 1000)
+        append_time = plog.config.message_timestamp_type == "LogAppendTime"
+        info = plog.append(buf, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=append_time)
+        self.wake(topic, partition)
+        return ProduceResult(
+            ErrorCode.NONE, info.first_offset, info.log_append_time_ms, info.log_start_offset
+        )
+
+    # --- fetch -----------------------------------------------------------------------------
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation_level: int,
+        min_one_message: bool,
+        current_leader_epoch: int = -1,
+    ) -> FetchPartitionResult:
+        try:
+            plog = self.partition_log(topic, partition)
+            self._check_leader_epoch(current_leader_epoch)
+            committed = isolation_level == ISOLATION_READ_COMMITTED
+            hw = plog.high_watermark
+            lso = plog.last_stable_offset
+            upper = lso if committed else hw
+            result = plog.read(fetch_offset, max_bytes, upper, min_one_message)
+            records = result.records
+            aborted = None
+            if committed:
+                aborted = []
+                if records:
+                    aborted = plog.collect_aborted_txns(fetch_offset, _next_offset_after(records))
+            return FetchPartitionResult(ErrorCode.NONE, hw, lso, plog.log_start_offset, records, aborted)
+        except Exception as e:  # noqa: BLE001
+            code = error_code_of(e)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("read failed", topic=topic, partition=partition)
+            self.broker.metrics.failed_fetch.labels(topic).inc()
+            plog = self.log_manager.get(topic, partition)
+            if plog is None:
+                return FetchPartitionResult(code)
+            return FetchPartitionResult(
+                code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, None,
+                [] if isolation_level == ISOLATION_READ_COMMITTED else None,
+            )
+
+    @staticmethod
+    def _check_leader_epoch(current_leader_epoch: int) -> None:
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch > LEADER_EPOCH:
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if current_leader_epoch < LEADER_EPOCH:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+
+    def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout: float) -> asyncio.Future:
+        """A future resolved by the next append to any of ``partitions`` (or by the timeout)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        keys = list(partitions)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+
+        def cleanup(_: asyncio.Future) -> None:
+            handle.cancel()
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        del self._waiters[key]
+
+        handle = loop.call_later(timeout, lambda: fut.done() or fut.set_result(None))
+        fut.add_done_callback(cleanup)
+        return fut
+
+    def wake(self, topic: str, partition: int) -> None:
+        waiters = self._waiters.get((topic, partition))
+        if waiters:
+            for fut in list(waiters):
+                if not fut.done():
+                    fut.set_result(None)
+
+    def wake_all(self) -> None:
+        for waiters in list(self._waiters.values()):
+            for fut in list(waiters):
+                if not fut.done():
+                    fut.set_result(None)
+
+
+def _next_offset_after(records: bytes | memoryview) -> int:
+    """Offset after the last whole batch in a fetched byte range."""
+    last = None
+    for pos, _size in rec.iter_batch_positions(records):
+        last = pos
+    if last is None:
+        return -1
+    info = rec.read_header(records, last)
+    return info.next_offset
