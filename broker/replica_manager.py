@@ -161,6 +161,16 @@ class ReplicaManager:
             ErrorCode.NONE, info.first_offset, info.log_append_time_ms, info.log_start_offset
         )
 
+    def append_internal(self, topic: str, partition: int, batch: bytearray) -> int:
+        """Append a batch the broker built itself (internal topics, markers); returns its first
+        offset. Raises on failure: internal writers decide how to retry."""
+        plog = self.partition_log(topic, partition)
+        batches = rec.validate_batches(batch)
+        now = int(time.time() * 1000)
+        info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=False)
+        self.wake(topic, partition)
+        return info.first_offset
+
     # --- fetch -----------------------------------------------------------------------------
 
     def read(

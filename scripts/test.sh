@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up everything the tests need on a fresh Debian machine, then run the whole suite.
+# Installs: kcat (Debian), the project and its test extras (PyPI, into .venv), and the Java
+# client scenarios + Apache Kafka reference jars (Maven Central, cached in ~/.m2 and ~/.cache).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+need=()
+command -v kcat >/dev/null || need+=(kcat)
+command -v java >/dev/null || need+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || need+=(maven)
+if ((${#need[@]})); then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+fi
+.venv/bin/pip install -q -e '.[test]'
+.venv/bin/ruff check broker protocol storage coordinator tests bench
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
