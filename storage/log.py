@@ -1,0 +1,959 @@
+"""PartitionLog: one replica's log (Kafka's UnifiedLog + LocalLog), sans-IO w.r.t. networking.
+
+Owns the segments of ``<log dir>/<topic>-<partition>``, the leader epoch cache
+(``leader-epoch-checkpoint``) and ``partition.metadata``. Appends assign offsets in place in the
+produce buffer and write it with one ``os.write``; reads return whole batches from one ``pread``.
+Nothing here blocks except the write itself, unless flush.messages asks for an fsync.
+
+Producer state (idempotence, transactions, LSO) is someone else's: it plugs in through
+``LogListener`` (see its docstring for the exact call points) and reads batches back with
+``iter_batches`` when it rebuilds after a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import structlog
+
+from protocol.records import BatchInfo, set_base_offset, set_log_append_time, set_partition_leader_epoch
+from storage import checkpoints
+from storage.errors import (
+    InconsistentTopicId,
+    InvalidTimestamp,
+    KafkaStorageError,
+    OffsetOutOfRange,
+    RecordBatchTooLarge,
+    RecordTooLarge,
+)
+from storage.log_config import LogConfig
+from storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    TimestampAndOffset,
+)
+from storage.txn_index import AbortedTxn
+
+log = structlog.get_logger(__name__)
+
+NO_TIMESTAMP = -1
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+EMPTY = memoryview(b"")
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the batches were stamped with LogAppendTime
+    log_start_offset: int
+    num_messages: int
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """Whole batches; ``next_offset`` follows the last returned batch (== fetch_offset if empty)."""
+
+    records: memoryview
+    fetch_offset: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    aborted_txns: list[tuple[int, int]] | None = None  # (producer_id, first_offset), when asked for
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+# --- extension point for the producer-state manager ---------------------------------------------
+
+
+class LogListener:
+    """Hooks for the producer-state manager (Kafka's ProducerStateManager call points).
+
+    Subclass and override what you need, then ``log.listeners.append(obj)``. All calls happen
+    synchronously on the event loop inside the log operation:
+
+    - ``before_append``: after size/timestamp validation, BEFORE offsets are assigned (batches still
+      carry the producer's base offsets; ``log.log_end_offset`` is where the first one will go).
+      Raise a StorageError-like exception (with ``error_code``) to reject the whole append, or
+      return an AppendResult to answer with it without writing (a duplicate batch).
+    - ``after_append``: after the write; batches have their assigned offsets and positions
+      relative to ``buf``. The place to update producer entries and, for an ABORT marker, call
+      ``log.append_aborted_txn``.
+    - ``on_roll``: a new active segment was created at ``new_base_offset`` (Kafka snapshots here,
+      naming the snapshot by that offset).
+    - ``on_truncate``: the log was truncated; ``log.log_end_offset`` is the new end.
+    - ``on_log_start_offset``: the log start offset advanced (retention, DeleteRecords).
+    - ``on_segments_deleted``: these segments are gone (Kafka deletes their snapshots too).
+    - ``on_close`` / ``on_delete``: clean close (take a snapshot) / the partition is being removed.
+    """
+
+    def before_append(
+        self, log: PartitionLog, buf: bytearray | memoryview, batches: Sequence[BatchInfo], now_ms: int
+    ) -> AppendResult | None:
+        return None
+
+    def after_append(
+        self,
+        log: PartitionLog,
+        buf: bytearray | memoryview,
+        batches: Sequence[BatchInfo],
+        result: AppendResult,
+    ) -> None:
+        pass
+
+    def on_roll(self, log: PartitionLog, new_base_offset: int) -> None:
+        pass
+
+    def on_truncate(self, log: PartitionLog, offset: int) -> None:
+        pass
+
+    def on_log_start_offset(self, log: PartitionLog, log_start_offset: int) -> None:
+        pass
+
+    def on_segments_deleted(self, log: PartitionLog, base_offsets: list[int]) -> None:
+        pass
+
+    def on_close(self, log: PartitionLog) -> None:
+        pass
+
+    def on_delete(self, log: PartitionLog) -> None:
+        pass
+
+
+# --- leader epoch cache -------------------------------------------------------------------------
+
+
+class LeaderEpochCache:
+    """Kafka's LeaderEpochFileCache: (epoch, start offset) entries, persisted on every change."""
+
+    def __init__(self, path: str, entries: list[tuple[int, int]] | None = None) -> None:
+        self.path = path
+        self._entries: list[tuple[int, int]] = list(entries or [])
+
+    @classmethod
+    def load(cls, path: str) -> LeaderEpochCache:
+        return cls(path, checkpoints.read_leader_epoch_checkpoint(path))
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1][0] if self._entries else None
+
+    @property
+    def earliest_entry(self) -> tuple[int, int] | None:
+        return self._entries[0] if self._entries else None
+
+    def _write(self) -> None:
+        checkpoints.write_leader_epoch_checkpoint(self.path, self._entries)
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; later/conflicting entries are dropped."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"Received invalid partition leader epoch entry ({epoch}, {start_offset})")
+        if self._entries:
+            last_epoch, last_start = self._entries[-1]
+            if epoch == last_epoch and start_offset >= last_start:
+                return False
+        while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
+            self._entries.pop()
+        self._entries.append((epoch, start_offset))
+        self._write()
+        return True
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) per Kafka's LeaderEpochFileCache.endOffsetFor."""
+        if requested_epoch == UNDEFINED_EPOCH:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self._entries and self._entries[-1][0] == requested_epoch:
+            return requested_epoch, log_end_offset
+        higher = next((e for e in self._entries if e[0] > requested_epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        floor = None
+        for e in self._entries:
+            if e[0] <= requested_epoch:
+                floor = e
+        if floor is None:
+            return requested_epoch, higher[1]
+        return floor[0], higher[1]
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        previous = None
+        for epoch, start in self._entries:
+            if start == offset:
+                return epoch
+            if start > offset:
+                return previous
+            previous = epoch
+        return previous
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncation)."""
+        if end_offset >= 0 and self._entries and self._entries[-1][1] >= end_offset:
+            while self._entries and self._entries[-1][1] >= end_offset:
+                self._entries.pop()
+            self._write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drop entries before ``start_offset``; the last dropped one is kept, moved to start there."""
+        removed = None
+        while self._entries and self._entries[0][1] <= start_offset:
+            removed = self._entries.pop(0)
+        if removed is not None:
+            self._entries.insert(0, (removed[0], start_offset))
+            self._write()
+
+    def clear(self) -> None:
+        self._entries = []
+        self._write()
+
+
+# --- the log ------------------------------------------------------------------------------------
+
+
+class PartitionLog:
+    """One partition replica's log. Construct with ``PartitionLog.open``."""
+
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        topic_id: uuid.UUID | None,
+        log_start_offset: int,
+        recovery_point: int,
+        epoch_cache: LeaderEpochCache,
+        now_ms: int,
+    ) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.topic_id = topic_id
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._active = segments[-1]
+        self._leo = self._active.next_offset
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self.epoch_cache = epoch_cache
+        self.last_flush_ms = now_ms
+        self._pending_flush_offset: int | None = None  # set on roll; LogManager.flush_dirty honours it
+        self._dir_dirty = False  # a segment file was created since the last flush
+        self.listeners: list[LogListener] = []
+        self.closed = False
+
+    # --- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        topic_id: uuid.UUID | bytes | str | None = None,
+        recovery_point: int = 0,
+        needs_recovery: bool = True,
+        now_ms: int | None = None,
+        log_start_offset: int = 0,
+    ) -> PartitionLog:
+        """Load (or create) the partition directory.
+
+        Leftover .deleted/.cleaned/.swap/.tmp files and orphan indexes are removed. A segment with a
+        missing or torn index is rebuilt. With ``needs_recovery`` (no clean shutdown) every segment
+        from the one containing ``recovery_point`` on is re-validated; on the first corruption the
+        segment is cut there and all later segments are deleted (Kafka's LogLoader.recoverLog).
+        """
+        now = now_ms if now_ms is not None else _wall_ms()
+        os.makedirs(directory, exist_ok=True)
+        tid = checkpoints.to_uuid(topic_id) if topic_id is not None else None
+        meta_path = os.path.join(directory, checkpoints.PARTITION_METADATA)
+        stored = checkpoints.read_partition_metadata(meta_path)
+        if stored is not None and tid is not None and stored != tid:
+            raise InconsistentTopicId(
+                f"Tried to assign topic ID {checkpoints.uuid_to_kafka_str(tid)} to log for {topic}-{partition}, "
+                f"but log already contained topic ID {checkpoints.uuid_to_kafka_str(stored)}"
+            )
+        if stored is None and tid is not None:
+            checkpoints.write_partition_metadata(meta_path, tid)
+        tid = tid or stored
+
+        bases = cls._clean_directory(directory)
+        seg_kwargs = dict(
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            now_ms=now,
+        )
+        segments = [LogSegment(directory, b, **seg_kwargs) for b in bases]
+        epoch_cache = LeaderEpochCache.load(os.path.join(directory, checkpoints.LEADER_EPOCH_CHECKPOINT))
+
+        def on_batch(info: BatchInfo) -> None:
+            ple = info.partition_leader_epoch
+            latest = epoch_cache.latest_epoch
+            if ple >= 0 and (latest is None or ple > latest):
+                epoch_cache.assign(ple, info.base_offset)
+
+        rebuilt: dict[int, int] = {}  # base offset -> bytes truncated by the rebuild
+        for seg in segments:
+            if seg.needs_rebuild():
+                log.warning(
+                    "segment_index_rebuild", topic=topic, partition=partition, base_offset=seg.base_offset
+                )
+                rebuilt[seg.base_offset] = seg.recover(on_batch=on_batch)
+
+        if needs_recovery and segments:
+            start = max(bisect_right(bases, recovery_point) - 1, 0)
+            for i in range(start, len(segments)):
+                seg = segments[i]
+                if seg.base_offset in rebuilt:
+                    truncated = rebuilt[seg.base_offset]
+                else:
+                    truncated = seg.recover(on_batch=on_batch)
+                if truncated > 0:
+                    log.warning(
+                        "log_recovery_truncated",
+                        topic=topic,
+                        partition=partition,
+                        base_offset=seg.base_offset,
+                        truncated_bytes=truncated,
+                        next_offset=seg.next_offset,
+                        deleted_segments=[s.base_offset for s in segments[i + 1 :]],
+                    )
+                    for later in segments[i + 1 :]:
+                        later.delete()
+                    del segments[i + 1 :]
+                    break
+        elif segments:
+            # Trusted files: only make sure the active tail ends on a batch boundary.
+            last = segments[-1]
+            torn = last.trim_torn_tail()
+            if torn:
+                log.warning(
+                    "log_tail_truncated",
+                    topic=topic,
+                    partition=partition,
+                    base_offset=last.base_offset,
+                    truncated_bytes=torn,
+                )
+
+        if not segments:
+            segments.append(LogSegment.create(directory, log_start_offset, **seg_kwargs))
+        leo = segments[-1].next_offset
+        if leo < log_start_offset and segments[-1].size == 0 and len(segments) == 1:
+            # The checkpointed start offset is past the (empty) log: restart the log there.
+            segments[0].delete()
+            segments[0] = LogSegment.create(directory, log_start_offset, **seg_kwargs)
+            leo = log_start_offset
+        start_offset = max(log_start_offset, segments[0].base_offset)
+        start_offset = min(start_offset, leo)
+        epoch_cache.truncate_from_end(leo)
+        epoch_cache.truncate_from_start(start_offset)
+        rp = leo if not needs_recovery else min(recovery_point, leo)
+        plog = cls(
+            directory,
+            topic,
+            partition,
+            config,
+            segments,
+            topic_id=tid,
+            log_start_offset=start_offset,
+            recovery_point=rp,
+            epoch_cache=epoch_cache,
+            now_ms=now,
+        )
+        plog._active.roll_jitter_ms = config.random_segment_jitter()
+        log.info(
+            "log_loaded",
+            topic=topic,
+            partition=partition,
+            segments=len(segments),
+            log_start_offset=start_offset,
+            log_end_offset=leo,
+            recovered=needs_recovery,
+        )
+        return plog
+
+    @staticmethod
+    def _clean_directory(directory: str) -> list[int]:
+        """Delete leftovers of interrupted operations; return the base offsets of the .log files."""
+        names = os.listdir(directory)
+        logs: set[int] = set()
+        indexes: list[tuple[int, str]] = []
+        for name in names:
+            path = os.path.join(directory, name)
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")):
+                os.unlink(path)
+                continue
+            stem, dot, ext = name.partition(".")
+            if not stem.isdigit() or len(stem) != 20:
+                continue
+            if "." + ext == LOG_SUFFIX:
+                logs.add(int(stem))
+            elif "." + ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                indexes.append((int(stem), path))
+        for base, path in indexes:
+            if base not in logs:
+                log.info("orphan_index_deleted", path=path)
+                os.unlink(path)
+        return sorted(logs)
+
+    # --- properties ----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        """Single replica: everything appended is committed."""
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def leader_epoch(self) -> int:
+        """The latest epoch in the cache (0 for a log that has none yet: single broker)."""
+        latest = self.epoch_cache.latest_epoch
+        return 0 if latest is None else latest
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._active
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._leo - self._recovery_point
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, end={self._leo})"
+
+    # --- append --------------------------------------------------------------------------------
+
+    def validate_batches(self, batches: Sequence[BatchInfo], total_size: int, now_ms: int) -> None:
+        """Kafka's size and CreateTime timestamp checks (before anything is assigned)."""
+        cfg = self.config
+        if total_size > cfg.segment_bytes:
+            raise RecordBatchTooLarge(
+                f"The request included message batch larger than the configured segment size "
+                f"on the server: {total_size} > {cfg.segment_bytes}"
+            )
+        limit = cfg.max_message_bytes
+        for b in batches:
+            if b.size > limit:
+                raise RecordTooLarge(
+                    f"The record batch size in the append to {self.topic}-{self.partition} is {b.size} bytes "
+                    f"which exceeds the maximum configured value of {limit}."
+                )
+        if cfg.message_timestamp_type == "CreateTime":
+            before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+            for b in batches:
+                # Base and max timestamps bound the records in practice; checking them avoids
+                # decoding every record (Kafka checks each record).
+                for ts in (b.base_timestamp, b.max_timestamp):
+                    if ts != NO_TIMESTAMP and (now_ms - ts > before or ts - now_ms > after):
+                        raise InvalidTimestamp(
+                            f"Timestamp {ts} of message with offset {b.base_offset} is out of range. The "
+                            f"timestamp should be within [{now_ms - before}, {now_ms + after}]"
+                        )
+
+    def append(
+        self,
+        buf: bytearray | memoryview,
+        batches: Sequence[BatchInfo],
+        *,
+        leader_epoch: int = 0,
+        now_ms: int | None = None,
+        log_append_time: bool | None = None,
+    ) -> AppendResult:
+        """Append validated batches (``protocol.records.validate_batches`` output) as the leader.
+
+        Assigns offsets and the partition leader epoch in place in ``buf`` (and LogAppendTime
+        when asked or configured), rolls first if needed, writes once, then honours flush.messages.
+        ``batches`` must be contiguous in ``buf`` (positions relative to ``buf``).
+        """
+        if not batches:
+            raise ValueError("append of no batches")
+        now = now_ms if now_ms is not None else _wall_ms()
+        first_pos = batches[0].position
+        end_pos = batches[-1].position + batches[-1].size
+        total = end_pos - first_pos
+        if len(batches) > 1 and sum(b.size for b in batches) != total:
+            raise ValueError("batches must be contiguous in the append buffer")
+        self.validate_batches(batches, total, now)
+        for listener in self.listeners:
+            dup = listener.before_append(self, buf, batches, now)
+            if dup is not None:
+                return dup
+        append_time = self.config.log_append_time if log_append_time is None else log_append_time
+        first_offset = next_offset = self._leo
+        num = 0
+        max_ts = NO_TIMESTAMP
+        for b in batches:
+            pos = b.position
+            set_base_offset(buf, pos, next_offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            b.base_offset = next_offset
+            b.partition_leader_epoch = leader_epoch
+            if append_time:
+                set_log_append_time(buf, b, now)
+            next_offset += b.last_offset_delta + 1
+            num += b.records_count
+            if b.max_timestamp > max_ts:
+                max_ts = b.max_timestamp
+        last_offset = next_offset - 1
+        seg = self._active
+        if seg.should_roll(
+            max_segment_bytes=self.config.segment_bytes,
+            max_segment_ms=self.config.max_segment_ms,
+            messages_size=total,
+            max_timestamp_in_messages=max_ts,
+            max_offset_in_messages=last_offset,
+            now_ms=now,
+        ):
+            seg = self.roll(now_ms=now)
+        data = memoryview(buf)[first_pos:end_pos] if (first_pos or end_pos != len(buf)) else buf
+        seg.append(data, batches)
+        self._leo = next_offset
+        if self.epoch_cache.latest_epoch != leader_epoch and leader_epoch >= 0:
+            self.epoch_cache.assign(leader_epoch, first_offset)
+        result = AppendResult(
+            first_offset, last_offset, now if append_time else -1, self._log_start_offset, num
+        )
+        for listener in self.listeners:
+            listener.after_append(self, buf, batches, result)
+        if self._leo - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return result
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int | None = None) -> None:
+        """Kafka's maybeAssignEpochStartOffset (becoming leader): epoch starts at the log end."""
+        self.epoch_cache.assign(epoch, self._leo if start_offset is None else start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) when unknown."""
+        return self.epoch_cache.end_offset_for(epoch, self._leo)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        return self.epoch_cache.epoch_for_offset(offset)
+
+    # --- rolling / flushing --------------------------------------------------------------------
+
+    def roll(self, expected_next_offset: int | None = None, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset).
+
+        No fsync here (Kafka schedules the old segment's flush asynchronously): the pending flush
+        is recorded and done by ``flush_pending()`` (LogManager.flush_dirty).
+        """
+        now = now_ms if now_ms is not None else _wall_ms()
+        new_offset = max(expected_next_offset or 0, self._leo)
+        old = self._active
+        if old.base_offset == new_offset and old.size == 0:
+            return old
+        if new_offset < old.base_offset:
+            raise KafkaStorageError(
+                f"Trying to roll a new log segment for {self.topic}-{self.partition} with start offset "
+                f"{new_offset} lower than start offset of the active segment {old}"
+            )
+        old.on_become_inactive()
+        seg = LogSegment.create(
+            self.dir,
+            new_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            now_ms=now,
+            roll_jitter_ms=self.config.random_segment_jitter(),
+        )
+        self._segments.append(seg)
+        self._bases.append(new_offset)
+        self._active = seg
+        self._dir_dirty = True
+        self._pending_flush_offset = new_offset
+        log.info(
+            "segment_rolled",
+            topic=self.topic,
+            partition=self.partition,
+            new_base_offset=new_offset,
+            previous_base_offset=old.base_offset,
+            previous_size=old.size,
+        )
+        for listener in self.listeners:
+            listener.on_roll(self, new_offset)
+        return seg
+
+    def flush(self, up_to: int | None = None, now_ms: int | None = None) -> None:
+        """fsync segments holding offsets in [recovery point, up_to) and advance the recovery point."""
+        offset = self._leo if up_to is None else min(up_to, self._leo)
+        if offset > self._recovery_point:
+            for seg in self._segments_overlapping(self._recovery_point, offset):
+                seg.flush()
+            if self._dir_dirty:
+                checkpoints.fsync_dir(self.dir)
+                self._dir_dirty = False
+            self._recovery_point = offset
+        if self._pending_flush_offset is not None and self._pending_flush_offset <= self._recovery_point:
+            self._pending_flush_offset = None
+        self.last_flush_ms = now_ms if now_ms is not None else _wall_ms()
+
+    def flush_pending(self, now_ms: int | None = None) -> bool:
+        """Flush up to the last roll point, as Kafka's post-roll background flush; True if it did."""
+        if self._pending_flush_offset is None:
+            return False
+        self.flush(self._pending_flush_offset, now_ms)
+        return True
+
+    def _segments_overlapping(self, start: int, end: int) -> list[LogSegment]:
+        """Segments holding offsets in [start, end)."""
+        i = max(bisect_right(self._bases, start) - 1, 0)
+        out = []
+        for seg in self._segments[i:]:
+            if seg.base_offset >= end:
+                break
+            out.append(seg)
+        return out
+
+    # --- read ----------------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        upper_bound_offset: int | None = None,
+        min_one_message: bool = True,
+        *,
+        include_aborted_txns: bool = False,
+    ) -> ReadResult:
+        """Whole batches from ``fetch_offset`` whose last offset < ``upper_bound_offset``.
+
+        The upper bound is the high watermark (read_uncommitted, the default) or the LSO
+        (read_committed). Reads one segment, moving to the next only if the first holds nothing at
+        or after ``fetch_offset``. OffsetOutOfRange outside [log start, log end].
+        """
+        leo = self._leo
+        upper = leo if upper_bound_offset is None else min(upper_bound_offset, leo)
+        if fetch_offset < self._log_start_offset or fetch_offset > leo:
+            raise OffsetOutOfRange(
+                f"Received request for offset {fetch_offset} for partition {self.topic}-{self.partition}, "
+                f"but we only have log segments from offset {self._log_start_offset} up to {leo}."
+            )
+        result = ReadResult(EMPTY, fetch_offset, fetch_offset, leo, self._log_start_offset, leo)
+        if fetch_offset >= upper:
+            if include_aborted_txns:
+                result.aborted_txns = []
+            return result
+        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        segments = self._segments
+        while i < len(segments):
+            r = segments[i].read(fetch_offset, max_bytes, None, min_one_message, upper)
+            if r is not None:
+                result.records = r.records
+                result.next_offset = r.next_offset
+                break
+            i += 1
+        if include_aborted_txns:
+            result.aborted_txns = (
+                self.collect_aborted_txns(fetch_offset, result.next_offset) if result.records else []
+            )
+        return result
+
+    def iter_batches(self, start_offset: int = 0) -> Iterator[tuple[LogSegment, BatchInfo]]:
+        """(segment, header) of every batch whose last offset >= ``start_offset``, in offset order.
+
+        For replaying the log tail (producer state rebuild); ``segment.read_at(info.position,
+        info.size)`` gives a batch's bytes when needed (control batches).
+        """
+        i = max(bisect_right(self._bases, start_offset) - 1, 0)
+        for seg in list(self._segments[i:]):
+            loc = seg.translate_offset(start_offset)
+            if loc is None:
+                continue
+            for info in seg.iter_batches(loc.position):
+                yield seg, info
+
+    # --- transactions --------------------------------------------------------------------------
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction in the segment holding its marker (the active one)."""
+        i = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
+        self._segments[i].append_aborted_txn(txn)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of aborted txns overlapping [fetch_offset, upper_bound_offset)."""
+        out: list[tuple[int, int]] = []
+        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        for seg in self._segments[i:]:
+            txns, complete = seg.collect_aborted_txns(fetch_offset, upper_bound_offset)
+            out.extend(t.as_aborted_transaction() for t in txns)
+            if complete:
+                break
+        return out
+
+    # --- timestamps ----------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets by time: the first record with timestamp >= ``timestamp`` (Kafka's
+        fetchOffsetByTimestamp); None when there is none. Use ``epoch_for_offset`` for the epoch."""
+        found = self.find_offset_by_timestamp(timestamp)
+        return None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
+
+    def find_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """As ``offset_for_timestamp`` with the batch's partition leader epoch."""
+        if timestamp < 0:
+            raise ValueError("special timestamps (-1 latest, -2 earliest, -3 max) are resolved by the caller")
+        for seg in self._segments:
+            if seg.largest_timestamp >= timestamp:
+                return seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+        return None
+
+    def max_timestamp_and_offset(self) -> OffsetAndTimestamp | None:
+        """ListOffsets MAX_TIMESTAMP (-3): the first record carrying the largest timestamp."""
+        best = None
+        for seg in self._segments:
+            if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = seg
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        found = best.find_max_timestamp()
+        return None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
+
+    # --- truncation / start offset / retention -------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
+        """Remove everything at or after ``offset`` (Kafka's UnifiedLog.truncateTo); True if changed."""
+        if offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.topic}-{self.partition} to a negative offset")
+        if offset >= self._leo:
+            return False
+        now = now_ms if now_ms is not None else _wall_ms()
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset, now)
+            return True
+        doomed = [s for s in self._segments if s.base_offset > offset]
+        if doomed:
+            self._remove_segments(doomed, "truncation")
+        self._active = self._segments[-1]
+        self._active.truncate_to(offset, now)
+        self._leo = self._active.next_offset
+        self.epoch_cache.truncate_from_end(self._leo)
+        self._log_start_offset = min(self._log_start_offset, self._leo)
+        self._recovery_point = min(self._recovery_point, self._leo)
+        log.info("log_truncated", topic=self.topic, partition=self.partition, log_end_offset=self._leo)
+        for listener in self.listeners:
+            listener.on_truncate(self, self._leo)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int, now_ms: int | None = None) -> None:
+        """Drop every segment and restart the log empty at ``new_offset``."""
+        now = now_ms if now_ms is not None else _wall_ms()
+        self._remove_segments(list(self._segments), "truncation")
+        seg = LogSegment.create(
+            self.dir,
+            new_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            now_ms=now,
+            roll_jitter_ms=self.config.random_segment_jitter(),
+        )
+        self._segments = [seg]
+        self._bases = [new_offset]
+        self._active = seg
+        self._leo = new_offset
+        self._log_start_offset = new_offset
+        self._recovery_point = new_offset
+        self._dir_dirty = True
+        self.epoch_cache.clear()
+        log.info("log_truncated_fully", topic=self.topic, partition=self.partition, new_offset=new_offset)
+        for listener in self.listeners:
+            listener.on_truncate(self, new_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset to ``offset`` (<= high watermark) and drop
+        the segments wholly below it. Returns the new log start offset (the low watermark)."""
+        if offset > self.high_watermark or offset < 0:
+            raise OffsetOutOfRange(
+                f"Cannot increment the log start offset to {offset} of partition {self.topic}-{self.partition} "
+                f"since it is larger than the high watermark {self.high_watermark}"
+            )
+        self._maybe_increment_log_start_offset(offset)
+        self._delete_old_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
+            "log_start_offset_breach",
+        )
+        return self._log_start_offset
+
+    def _maybe_increment_log_start_offset(self, offset: int) -> None:
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self.epoch_cache.truncate_from_start(offset)
+            log.info(
+                "log_start_offset_advanced",
+                topic=self.topic,
+                partition=self.partition,
+                log_start_offset=offset,
+            )
+            for listener in self.listeners:
+                listener.on_log_start_offset(self, offset)
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole segments breaching the log start offset, retention.bytes and retention.ms
+        (the last two only with cleanup.policy=delete); returns the number deleted.
+
+        As Kafka, the active segment goes too once all its data is expired: a new empty segment is
+        rolled first so the log always has one.
+        """
+        now = now_ms if now_ms is not None else _wall_ms()
+        deleted = self._delete_old_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
+            "log_start_offset_breach",
+            now,
+        )
+        if not self.config.delete:
+            return deleted
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            diff = self.size - retention_bytes
+            if diff > 0:
+
+                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                    nonlocal diff
+                    if diff - seg.size >= 0:
+                        diff -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_old_segments(over_size, "retention_bytes_breach", now)
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_old_segments(
+                lambda seg, nxt: now - seg.largest_timestamp > retention_ms, "retention_ms_breach", now
+            )
+        return deleted
+
+    def _delete_old_segments(self, predicate, reason: str, now_ms: int | None = None) -> int:
+        """Kafka's deleteOldSegments: the longest prefix of segments matching ``predicate``, never
+        the last segment when it is empty, never data at or above the high watermark."""
+        deletable: list[LogSegment] = []
+        segs = self._segments
+        hw = self.high_watermark
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if nxt is None and seg.size == 0:
+                break
+            if not (hw >= upper and predicate(seg, nxt)):
+                break
+            deletable.append(seg)
+        if not deletable:
+            return 0
+        if len(deletable) == len(segs):
+            self.roll(now_ms=now_ms)  # the log must keep a segment: roll an empty one at the end
+        self._remove_segments(deletable, reason)
+        self._maybe_increment_log_start_offset(self._segments[0].base_offset)
+        return len(deletable)
+
+    def _remove_segments(self, doomed: list[LogSegment], reason: str) -> None:
+        """Unlink segments: rename to .deleted first (as Kafka), then delete the files."""
+        ids = {id(s) for s in doomed}
+        self._segments = [s for s in self._segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self._segments]
+        for seg in doomed:
+            size = seg.size
+            try:
+                seg.change_suffix("", DELETED_SUFFIX)
+            except OSError:
+                pass
+            seg.delete()
+            log.info(
+                "segment_deleted",
+                topic=self.topic,
+                partition=self.partition,
+                base_offset=seg.base_offset,
+                size=size,
+                reason=reason,
+            )
+        if doomed:
+            for listener in self.listeners:
+                listener.on_segments_deleted(self, [s.base_offset for s in doomed])
+
+    # --- config / lifecycle --------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic config (AlterConfigs); applies to later appends, rolls and retention runs."""
+        self.config = config
+
+    def close(self) -> None:
+        """Clean close: listeners snapshot, everything flushed, files closed."""
+        if self.closed:
+            return
+        for listener in self.listeners:
+            listener.on_close(self)
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        self.closed = True
+
+    def close_without_flush(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        self.closed = True
+
+    def delete(self) -> None:
+        """Remove the partition: close the files and delete the directory."""
+        for listener in self.listeners:
+            listener.on_delete(self)
+        for seg in self._segments:
+            seg.delete()
+        self.closed = True
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def rename_dir(self, new_dir: str) -> None:
+        """Move the partition directory (used by topic deletion); files must be closed."""
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
