@@ -98,13 +98,13 @@ class LogListener:
     Subclass and override what you need, then ``log.listeners.append(obj)``. All calls happen
     synchronously on the event loop inside the log operation:
 
-    - ``before_append``: after size/timestamp validation, BEFORE offsets are assigned (batches still
-      carry the producer's base offsets; ``log.log_end_offset`` is where the first one will go).
-      Raise a StorageError-like exception (with ``error_code``) to reject the whole append, or
-      return an AppendResult to answer with it without writing (a duplicate batch).
-    - ``after_append``: after the write; batches have their assigned offsets and positions
-      relative to ``buf``. The place to update producer entries and, for an ABORT marker, call
-      ``log.append_aborted_txn``.
+    - ``before_append``: after size/timestamp validation and AFTER offsets, the partition leader
+      epoch and LogAppendTime were assigned in place (``batches[i].base_offset`` is final), but
+      before the roll check and the write (Kafka's analyzeAndValidateProducerState point). Raise an
+      exception with an ``error_code`` to reject the whole append, or return an AppendResult to
+      answer with it without writing (a duplicate batch); either way the log is unchanged.
+    - ``after_append``: after the write; positions of ``batches`` are relative to ``buf``. The
+      place to commit producer entries and, for an ABORT marker, call ``log.append_aborted_txn``.
     - ``on_roll``: a new active segment was created at ``new_base_offset`` (Kafka snapshots here,
       naming the snapshot by that offset).
     - ``on_truncate``: the log was truncated; ``log.log_end_offset`` is the new end.
@@ -528,10 +528,6 @@ class PartitionLog:
         if len(batches) > 1 and sum(b.size for b in batches) != total:
             raise ValueError("batches must be contiguous in the append buffer")
         self.validate_batches(batches, total, now)
-        for listener in self.listeners:
-            dup = listener.before_append(self, buf, batches, now)
-            if dup is not None:
-                return dup
         append_time = self.config.log_append_time if log_append_time is None else log_append_time
         first_offset = next_offset = self._leo
         num = 0
@@ -548,6 +544,10 @@ class PartitionLog:
             num += b.records_count
             if b.max_timestamp > max_ts:
                 max_ts = b.max_timestamp
+        for listener in self.listeners:
+            dup = listener.before_append(self, buf, batches, now)
+            if dup is not None:
+                return dup
         last_offset = next_offset - 1
         seg = self._active
         if seg.should_roll(
@@ -940,8 +940,9 @@ class PartitionLog:
         self.closed = True
 
     def close_without_flush(self) -> None:
+        """Close the files as they are (no flush, no final time index entry): crash-like."""
         for seg in self._segments:
-            seg.close()
+            seg.close(final_time_entry=False)
         self.closed = True
 
     def delete(self) -> None:
