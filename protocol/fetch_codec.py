@@ -33,6 +33,7 @@ from protocol.primitives import (
     read_compact_nullable_string,
     read_uvarint,
     tagged_section,
+    uuid_at,
     uuid_bytes,
     uvarint,
 )
@@ -176,7 +177,6 @@ _PART_V5 = struct.Struct(">iqqi")
 _PART_V9 = struct.Struct(">iiqqi")
 _PART_V12 = struct.Struct(">iiqiqi")
 _REPLICA_STATE = struct.Struct(">iq")
-_UUID = uuid.UUID
 _new = tuple.__new__
 
 
@@ -239,7 +239,7 @@ def _read_topic_id(mv: memoryview, pos: int, end: int) -> uuid.UUID:
     stop = pos + 16
     if stop > end:
         raise MalformedRequest("truncated topic id")
-    return _UUID(bytes=bytes(mv[pos:stop]))
+    return uuid_at(mv, pos)
 
 
 def _tags(mv: memoryview, pos: int, end: int) -> tuple[list[tuple[int, int, int]], int]:
@@ -498,4 +498,4 @@ def encode_fetch_response(
         tail = b"".join(chunk)
         buffers.append(tail)
         size += len(tail)
-    return EncodedResponse(buffers, size)
+    return _new(EncodedResponse, (buffers, size))

@@ -30,6 +30,7 @@ __all__ = [
     "read_compact_string",
     "read_compact_nullable_string",
     "read_uuid",
+    "uuid_at",
     "uvarint",
     "encode_string",
     "encode_nullable_string",
@@ -140,12 +141,28 @@ def read_compact_nullable_string(buf: Buffer, pos: int) -> tuple[str | None, int
     return _utf8(buf, pos, pos + n), pos + n
 
 
+# Topic ids repeat on every request and building a uuid.UUID costs ~1 µs: memoise them.
+_UUID_CACHE: dict[bytes, uuid.UUID] = {}
+_UUID_CACHE_MAX = 4096
+
+
+def uuid_at(buf: Buffer, pos: int) -> uuid.UUID:
+    """The 16 bytes at ``pos`` as a ``uuid.UUID`` (the type kafka-python's codecs use)."""
+    raw = bytes(buf[pos : pos + 16])
+    found = _UUID_CACHE.get(raw)
+    if found is None:
+        if len(raw) != 16:
+            raise MalformedRequest("truncated uuid")
+        found = uuid.UUID(bytes=raw)
+        if len(_UUID_CACHE) >= _UUID_CACHE_MAX:
+            _UUID_CACHE.clear()
+        _UUID_CACHE[raw] = found
+    return found
+
+
 def read_uuid(buf: Buffer, pos: int) -> tuple[uuid.UUID, int]:
-    """16 raw bytes, as ``uuid.UUID`` (the type kafka-python's control-plane codecs use)."""
-    end = pos + 16
-    if end > len(buf):
-        raise MalformedRequest("truncated uuid")
-    return uuid.UUID(bytes=bytes(buf[pos:end])), end
+    """A UUID field."""
+    return uuid_at(buf, pos), pos + 16
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,6 +187,10 @@ def uvarint(value: int) -> bytes:
     """Encode an unsigned varint; small values (array/string lengths) come from a table."""
     if 0 <= value < 1024:
         return _UVARINT_CACHE[value]
+    if 0 < value < 0x200000:  # 2-3 bytes: record-set sizes up to 2 MiB
+        if value < 0x4000:
+            return bytes(((value & 0x7F) | 0x80, value >> 7))
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     return _uvarint_slow(value)
 
 

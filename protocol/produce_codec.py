@@ -32,6 +32,7 @@ from protocol.primitives import (
     read_uvarint,
     skip_tagged_fields,
     tagged_section,
+    uuid_at,
     uuid_bytes,
     uvarint,
 )
@@ -108,10 +109,10 @@ class ProduceTopicResponse(NamedTuple):
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _INDEX_LENGTH = struct.Struct(">ii")
+_INDEX_VARINT = struct.Struct(">iBBB")
 _PART_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _PART_V5 = struct.Struct(">ihqqq")  # ... + log start offset
 _RECORD_ERROR_INDEX = INT32
-_UUID = uuid.UUID
 _new = tuple.__new__
 
 
@@ -124,19 +125,19 @@ def decode_produce_request(body: Buffer, version: int) -> ProduceRequestView:
 
     Raises MalformedRequest on truncation, bad lengths, bad UTF-8 or trailing bytes.
     """
-    if not MIN_VERSION <= version <= MAX_VERSION:
-        raise ValueError(f"Produce v{version} is not supported")
     mv = body if type(body) is memoryview else memoryview(body)
-    if mv.format != "B" or mv.ndim != 1:
+    if mv.format != "B":
         mv = mv.cast("B")
     try:
-        if version >= FIRST_FLEXIBLE_VERSION:
+        if FIRST_FLEXIBLE_VERSION <= version <= MAX_VERSION:
             return _decode_flexible(mv, version >= FIRST_TOPIC_ID_VERSION)
-        return _decode_classic(mv)
+        if MIN_VERSION <= version < FIRST_FLEXIBLE_VERSION:
+            return _decode_classic(mv)
     except MalformedRequest:
         raise
     except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
         raise MalformedRequest(f"Produce v{version}: {exc}") from None
+    raise ValueError(f"Produce v{version} is not supported")
 
 
 def _decode_classic(mv: memoryview) -> ProduceRequestView:
@@ -222,7 +223,7 @@ def _decode_flexible(mv: memoryview, topic_ids: bool) -> ProduceRequestView:
             if stop > end:
                 raise MalformedRequest("truncated topic id")
             name = None
-            topic_id = _UUID(bytes=bytes(mv[pos:stop]))
+            topic_id = uuid_at(mv, pos)
             pos = stop
         else:
             n = mv[pos]
@@ -246,10 +247,18 @@ def _decode_flexible(mv: memoryview, topic_ids: bool) -> ProduceRequestView:
             raise MalformedRequest("bad partition count")
         parts = []
         for _ in range(n_parts):
-            (index,) = INT32.unpack_from(mv, pos)
-            n = mv[pos + 4]
-            if n < 0x80:
+            # Index and the records length's first 3 varint bytes in one read (a valid body
+            # always has >= 4 bytes after an index); batches usually need 2 or 3.
+            index, b0, b1, b2 = _INDEX_VARINT.unpack_from(mv, pos)
+            if b0 < 0x80:
+                n = b0
                 pos += 5
+            elif b1 < 0x80:
+                n = (b0 & 0x7F) | (b1 << 7)
+                pos += 6
+            elif b2 < 0x80:
+                n = (b0 & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)
+                pos += 7
             else:
                 n, pos = read_uvarint(mv, pos + 4)
             if n == 0:
