@@ -1252,6 +1252,7 @@ class ProducerStateLogListener:
     def before_append(
         self, plog: PartitionLog, buf: bytearray | memoryview, batches: Sequence[BatchInfo], now_ms: int
     ) -> AppendResult | None:
+        """Offsets and LogAppendTime are already in ``batches``; nothing is written yet."""
         self._pending = None
         ctx = self.context
         pending = self.manager.validate_append(
@@ -1261,8 +1262,6 @@ class ProducerStateLogListener:
             transaction_version=ctx.transaction_version,
             verify_transactions=ctx.verify_transactions,
             verification_guard=ctx.verification_guard,
-            first_offset=plog.log_end_offset,
-            log_append_time_ms=now_ms if plog.config.log_append_time else None,
         )
         duplicate = pending.duplicate
         if duplicate is not None:
