@@ -13,13 +13,19 @@ from crc32c import crc32c
 from protocol.records import build_batch, validate_batches
 
 
-def make_batch(n_records: int, *, timestamp: int, value_size: int = 20, key: bytes | None = b"k") -> bytearray:
+def make_batch(
+    n_records: int, *, timestamp: int, value_size: int = 20, key: bytes | None = b"k"
+) -> bytearray:
     return build_batch([(key, b"x" * value_size)] * n_records, timestamp=timestamp)
 
 
-def append_batch(plog, n_records: int, *, timestamp: int, value_size: int = 20, now_ms: int | None = None, epoch=0):
+def append_batch(
+    plog, n_records: int, *, timestamp: int, value_size: int = 20, now_ms: int | None = None, epoch=0
+):
     buf = make_batch(n_records, timestamp=timestamp, value_size=value_size)
-    return plog.append(buf, validate_batches(buf), leader_epoch=epoch, now_ms=now_ms if now_ms is not None else timestamp)
+    return plog.append(
+        buf, validate_batches(buf), leader_epoch=epoch, now_ms=now_ms if now_ms is not None else timestamp
+    )
 
 
 def decode_log(data: bytes) -> list[dict]:
@@ -54,7 +60,9 @@ def decode_txn_index(data: bytes) -> list[tuple[int, int, int, int, int]]:
     return [struct.unpack_from(">hqqqq", data, i) for i in range(0, len(data), 34)]
 
 
-def kafka_index_rule(batches: list[dict], interval: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def kafka_index_rule(
+    batches: list[dict], interval: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Expected (.index, .timeindex) entries for batches appended one by one to a fresh segment
     (LogSegment.append), relative to base offset 0 of the first batch's segment."""
     base = batches[0]["base"]
@@ -71,3 +79,13 @@ def kafka_index_rule(batches: list[dict], interval: int) -> tuple[list[tuple[int
             since = 0
         since += b["size"]
     return index, tindex
+
+
+def read_bytes(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_text(path) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()

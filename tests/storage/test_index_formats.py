@@ -10,7 +10,12 @@ import pytest
 from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
 from storage.txn_index import AbortedTxn, TransactionIndex
-from tests.storage.helpers import decode_offset_index, decode_time_index, decode_txn_index
+from tests.storage.helpers import (
+    decode_offset_index,
+    decode_time_index,
+    decode_txn_index,
+    read_bytes,
+)
 
 
 def test_offset_index_bytes_and_lookup(tmp_path):
@@ -18,7 +23,7 @@ def test_offset_index_bytes_and_lookup(tmp_path):
     idx = OffsetIndex(p, 100, 1024)
     for rel, pos in [(3, 0), (10, 4200), (25, 8500)]:
         idx.append(100 + rel, pos)
-    assert decode_offset_index(open(p, "rb").read()) == [(3, 0), (10, 4200), (25, 8500)]
+    assert decode_offset_index(read_bytes(p)) == [(3, 0), (10, 4200), (25, 8500)]
     assert idx.lookup(99) == (100, 0)  # below every entry: (base offset, 0)
     assert idx.lookup(103) == (103, 0)
     assert idx.lookup(109) == (103, 0)
@@ -27,7 +32,7 @@ def test_offset_index_bytes_and_lookup(tmp_path):
     with pytest.raises(ValueError):
         idx.append(125, 9000)  # offsets must grow
     idx.truncate_to(110)  # drops entries with offset >= 110
-    assert decode_offset_index(open(p, "rb").read()) == [(3, 0)]
+    assert decode_offset_index(read_bytes(p)) == [(3, 0)]
     idx.close()
 
 
@@ -53,7 +58,7 @@ def test_time_index_bytes_and_rules(tmp_path):
     ti.maybe_append(1000, 52)
     ti.maybe_append(1000, 55)  # same timestamp: ignored
     ti.maybe_append(2000, 60)
-    assert decode_time_index(open(p, "rb").read()) == [(1000, 2), (2000, 10)]
+    assert decode_time_index(read_bytes(p)) == [(1000, 2), (2000, 10)]
     assert ti.lookup(999) == (-1, 50)
     assert ti.lookup(1500) == (1000, 52)
     assert ti.lookup(2000) == (2000, 60)
@@ -75,7 +80,11 @@ def test_txn_index_bytes_lazy_file_and_collect(tmp_path):
     txns = [AbortedTxn(7, 0, 10, 11), AbortedTxn(8, 5, 20, 15), AbortedTxn(9, 30, 40, 41)]
     for t in txns:
         ti.append(t)
-    assert decode_txn_index(open(p, "rb").read()) == [(0, 7, 0, 10, 11), (0, 8, 5, 20, 15), (0, 9, 30, 40, 41)]
+    assert decode_txn_index(read_bytes(p)) == [
+        (0, 7, 0, 10, 11),
+        (0, 8, 5, 20, 15),
+        (0, 9, 30, 40, 41),
+    ]
     with pytest.raises(ValueError):
         ti.append(AbortedTxn(1, 41, 40, 42))  # lastOffset must strictly increase
     # include if lastOffset >= fetch and firstOffset < upper; stop once lastStableOffset >= upper
@@ -85,7 +94,7 @@ def test_txn_index_bytes_lazy_file_and_collect(tmp_path):
     assert ti.collect_aborted(11, 35) == ([txns[1], txns[2]], True)
     assert ti.collect_aborted(41, 100) == ([], False)
     ti.truncate_to(20)
-    assert decode_txn_index(open(p, "rb").read()) == [(0, 7, 0, 10, 11)]
+    assert decode_txn_index(read_bytes(p)) == [(0, 7, 0, 10, 11)]
     ti.close()
     # reading bytes written by an independent encoder
     with open(p, "ab") as f:

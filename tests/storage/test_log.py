@@ -13,22 +13,33 @@ from storage.errors import InvalidTimestamp, OffsetOutOfRange, RecordTooLarge
 from storage.log import AppendResult, LogListener, PartitionLog
 from storage.log_config import LogConfig
 from storage.txn_index import AbortedTxn
-from tests.storage.helpers import append_batch, decode_log
+from tests.storage.helpers import append_batch, decode_log, read_bytes, read_text
 
 T0 = 1_700_000_000_000
 
 
 def open_log(tmp_path, config=None, *, needs_recovery=False, now=T0, **kw) -> PartitionLog:
     return PartitionLog.open(
-        str(tmp_path / "topic-0"), "topic", 0, config or LogConfig(), needs_recovery=needs_recovery, now_ms=now, **kw
+        str(tmp_path / "topic-0"),
+        "topic",
+        0,
+        config or LogConfig(),
+        needs_recovery=needs_recovery,
+        now_ms=now,
+        **kw,
     )
 
 
 def kp_batch(timestamps, compression=0):
     """A batch with per-record timestamps, built by kafka-python (an independent encoder)."""
     b = DefaultRecordBatchBuilder(
-        magic=2, compression_type=compression, is_transactional=False, producer_id=-1,
-        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=compression,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     for i, ts in enumerate(timestamps):
         b.append(i, timestamp=ts, key=b"k%d" % i, value=b"v" * 30, headers=[])
@@ -52,7 +63,11 @@ def test_append_assigns_offsets_and_read_back(tmp_path):
     assert [(b["base"], b["last"], b["ple"]) for b in got] == [(0, 2, 0), (3, 3, 0), (4, 5, 0)]
     assert res.next_offset == 6
     # the stored batches decode with kafka-python, offsets included
-    offsets = [rec.offset for b in got for rec in DefaultRecordBatch(bytes(res.records)[b["pos"] : b["pos"] + b["size"]])]
+    offsets = [
+        rec.offset
+        for b in got
+        for rec in DefaultRecordBatch(bytes(res.records)[b["pos"] : b["pos"] + b["size"]])
+    ]
     assert offsets == list(range(6))
     assert len(plog.read(6, 100).records) == 0
     with pytest.raises(OffsetOutOfRange):
@@ -114,7 +129,9 @@ def test_read_spans_into_next_segment_over_offset_gap(tmp_path):
     d = tmp_path / "topic-0"
     d.mkdir()
     for base in (0, 10):
-        buf = bytearray(b"".join(build_batch([(b"k", b"v")], timestamp=T0, base_offset=base + i) for i in range(5)))
+        buf = bytearray(
+            b"".join(build_batch([(b"k", b"v")], timestamp=T0, base_offset=base + i) for i in range(5))
+        )
         (d / f"{base:020d}.log").write_bytes(buf)
     plog = open_log(tmp_path, needs_recovery=True)
     assert plog.log_end_offset == 15
@@ -125,7 +142,7 @@ def test_read_spans_into_next_segment_over_offset_gap(tmp_path):
 
 def test_upper_bound_and_out_of_range(tmp_path):
     plog = open_log(tmp_path)
-    for i in range(5):
+    for _ in range(5):
         append_batch(plog, 2, timestamp=T0)
     res = plog.read(0, 1 << 20, upper_bound_offset=6)  # e.g. an LSO
     assert [b["base"] for b in decode_log(bytes(res.records))] == [0, 2, 4]
@@ -189,8 +206,10 @@ def test_retention_by_size_and_time(tmp_path):
     assert r.first_offset == leo
     plog.close()
 
-    compact = open_log(tmp_path / "c", LogConfig(segment_bytes=600, retention_ms=1, cleanup_policy=("compact",)))
-    for i in range(10):
+    compact = open_log(
+        tmp_path / "c", LogConfig(segment_bytes=600, retention_ms=1, cleanup_policy=("compact",))
+    )
+    for _ in range(10):
         append_batch(compact, 1, timestamp=T0, value_size=100)
     assert compact.apply_retention(T0 + 10**9) == 0
     compact.close()
@@ -201,10 +220,10 @@ def test_leader_epoch_checkpoint_and_end_offsets(tmp_path):
     path = os.path.join(plog.dir, "leader-epoch-checkpoint")
     assert not os.path.exists(path)
     append_batch(plog, 2, timestamp=T0)
-    assert open(path).read() == "0\n1\n0 0\n"
+    assert read_text(path) == "0\n1\n0 0\n"
     append_batch(plog, 3, timestamp=T0, epoch=0)
     append_batch(plog, 1, timestamp=T0, epoch=2)
-    assert open(path).read() == "0\n2\n0 0\n2 5\n"
+    assert read_text(path) == "0\n2\n0 0\n2 5\n"
     assert plog.leader_epoch == 2
     assert plog.end_offset_for_epoch(2) == (2, 6)
     assert plog.end_offset_for_epoch(0) == (0, 5)
@@ -213,7 +232,7 @@ def test_leader_epoch_checkpoint_and_end_offsets(tmp_path):
     assert plog.end_offset_for_epoch(-1) == (-1, -1)
     assert plog.epoch_for_offset(4) == 0 and plog.epoch_for_offset(5) == 2
     plog.truncate_to(5)
-    assert open(path).read() == "0\n1\n0 0\n"
+    assert read_text(path) == "0\n1\n0 0\n"
     assert plog.log_end_offset == 5
     plog.close()
     again = open_log(tmp_path, needs_recovery=True)
@@ -237,7 +256,7 @@ def test_reopen_after_clean_close_does_not_scan(tmp_path, monkeypatch):
     plog = open_log(tmp_path, cfg)
     for i in range(40):
         append_batch(plog, 2, timestamp=T0 + i, value_size=50)
-    files = {n: open(os.path.join(plog.dir, n), "rb").read() for n in os.listdir(plog.dir)}
+    files = {n: read_bytes(os.path.join(plog.dir, n)) for n in os.listdir(plog.dir)}
     plog.close()
 
     def no_recover(*a, **k):
@@ -252,7 +271,7 @@ def test_reopen_after_clean_close_does_not_scan(tmp_path, monkeypatch):
     again.close()
     for n, data in files.items():
         if n.endswith(".log"):
-            now = open(os.path.join(again.dir, n), "rb").read()
+            now = read_bytes(os.path.join(again.dir, n))
             assert now[: len(data)] == data
 
 
@@ -274,7 +293,7 @@ def test_truncate_to_across_segments(tmp_path):
 
 def test_aborted_txn_index_and_committed_read(tmp_path):
     plog = open_log(tmp_path, LogConfig(segment_bytes=400))
-    for i in range(12):
+    for _ in range(12):
         append_batch(plog, 1, timestamp=T0, value_size=60)
     seg_of = {s.base_offset: s for s in plog.segments}
     # markers at offsets 3 and 9; each aborted txn goes to the segment holding its marker
@@ -324,7 +343,13 @@ def test_listener_hooks(tmp_path):
     assert plog.log_end_offset == 2
     plog.truncate_to(1)
     assert rec.events == [
-        ("before", 0), ("after", 0), ("before", 1), ("roll", 1), ("after", 1), ("before", 2), ("truncate", 1),
+        ("before", 0),
+        ("after", 0),
+        ("before", 1),
+        ("roll", 1),
+        ("after", 1),
+        ("before", 2),
+        ("truncate", 1),
     ]
     plog.close()
 

@@ -36,7 +36,11 @@ def test_kafka_defaults():
     assert c.delete_retention_ms == 86400000 and c.file_delete_delay_ms == 60000
     assert TOPIC_CONFIGS["segment.bytes"].broker_synonym == "log.segment.bytes"
     assert TOPIC_CONFIGS["segment.ms"].broker_synonym == "log.roll.ms"
-    assert TOPIC_CONFIGS["retention.ms"].broker_synonyms == ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+    assert TOPIC_CONFIGS["retention.ms"].broker_synonyms == (
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    )
     assert TOPIC_CONFIGS["max.message.bytes"].broker_synonym == "message.max.bytes"
     assert TOPIC_CONFIGS["segment.index.bytes"].broker_synonym == "log.index.size.max.bytes"
     assert TOPIC_CONFIGS["flush.messages"].broker_synonym == "log.flush.interval.messages"

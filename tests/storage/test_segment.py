@@ -7,7 +7,14 @@ import random
 
 from protocol.records import validate_batches
 from storage.segment import LogSegment
-from tests.storage.helpers import decode_log, decode_offset_index, decode_time_index, kafka_index_rule, make_batch
+from tests.storage.helpers import (
+    decode_log,
+    decode_offset_index,
+    decode_time_index,
+    kafka_index_rule,
+    make_batch,
+    read_bytes,
+)
 
 
 def _segment(tmp_path, base=0, interval=4096, index_bytes=10 * 1024 * 1024, now=0):
@@ -39,10 +46,10 @@ def test_index_entries_follow_kafka_rule(tmp_path):
         nxt = _append(seg, nxt, spec)
     seg.close()
     base = str(tmp_path / "00000000000000000000")
-    batches = decode_log(open(base + ".log", "rb").read())
+    batches = decode_log(read_bytes(base + ".log"))
     want_index, want_time = kafka_index_rule(batches, 1000)
-    assert decode_offset_index(open(base + ".index", "rb").read()) == want_index
-    got_time = decode_time_index(open(base + ".timeindex", "rb").read())
+    assert decode_offset_index(read_bytes(base + ".index")) == want_index
+    got_time = decode_time_index(read_bytes(base + ".timeindex"))
     # close() adds the final (max timestamp, offset) entry if it is larger than the last one
     max_b = max(batches, key=lambda b: b["max_ts"])
     first_max = next(b for b in batches if b["max_ts"] == max_b["max_ts"])
@@ -57,10 +64,10 @@ def test_read_whole_batches_and_limits(tmp_path):
     nxt = 100
     for i in range(10):
         nxt = _append(seg, nxt, [(3, 50, 1000 + i)])  # offsets 100..129, 3 per batch
-    batches = decode_log(open(seg.log_path, "rb").read())
+    batches = decode_log(read_bytes(seg.log_path))
     size = batches[0]["size"]
     r = seg.read(100, 10**6)
-    assert bytes(r.records) == open(seg.log_path, "rb").read() and r.next_offset == 130
+    assert bytes(r.records) == read_bytes(seg.log_path) and r.next_offset == 130
     # an offset inside a batch returns that whole batch
     r = seg.read(104, size)
     assert r.first_offset == 103 and r.position == batches[1]["pos"] and len(r.records) == size
@@ -99,7 +106,7 @@ def test_truncate_and_reopen(tmp_path):
     assert seg.truncate_to(21) > 0  # 21 is inside batch [20, 21]: that batch goes
     assert seg.next_offset == 20
     assert seg.max_timestamp_so_far == 5009
-    assert all(e[0] < 20 for e in decode_offset_index(open(seg.offset_index.path, "rb").read()))
+    assert all(e[0] < 20 for e in decode_offset_index(read_bytes(seg.offset_index.path)))
     nxt = _append(seg, 20, [(2, 80, 6000)])
     seg.close()
     again = _segment(tmp_path, interval=100)
@@ -116,8 +123,8 @@ def test_recover_rebuilds_indexes_and_cuts_torn_tail(tmp_path):
     for i in range(30):
         nxt = _append(seg, nxt, [(1, 100, 100 + i)])
     seg.close()
-    idx = open(seg.offset_index.path, "rb").read()
-    tidx = open(seg.time_index.path, "rb").read()
+    idx = read_bytes(seg.offset_index.path)
+    tidx = read_bytes(seg.time_index.path)
     with open(seg.log_path, "ab") as f:
         f.write(b"\x00" * 30)  # torn header
     os.unlink(seg.offset_index.path)
@@ -125,8 +132,8 @@ def test_recover_rebuilds_indexes_and_cuts_torn_tail(tmp_path):
     assert again.needs_rebuild()
     assert again.recover() == 30
     again.close()
-    assert open(seg.offset_index.path, "rb").read() == idx
-    assert open(seg.time_index.path, "rb").read() == tidx
+    assert read_bytes(seg.offset_index.path) == idx
+    assert read_bytes(seg.time_index.path) == tidx
 
 
 def test_roll_decisions(tmp_path):
