@@ -183,7 +183,8 @@ _new = tuple.__new__
 def decode_fetch_request(body: Buffer, version: int) -> FetchRequestView:
     """Decode a Fetch request body (after the request header) at ``version``.
 
-    Raises MalformedRequest on truncation, bad lengths, bad UTF-8 or trailing bytes.
+    Raises MalformedRequest on truncation, bad lengths, bad UTF-8 or trailing bytes (Kafka
+    closes the connection), ValueError for a version outside 4..18 (the caller checks first).
     """
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"Fetch v{version} is not supported")

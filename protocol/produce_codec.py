@@ -123,7 +123,8 @@ _new = tuple.__new__
 def decode_produce_request(body: Buffer, version: int) -> ProduceRequestView:
     """Decode a Produce request body (after the request header) at ``version``.
 
-    Raises MalformedRequest on truncation, bad lengths, bad UTF-8 or trailing bytes.
+    Raises MalformedRequest on truncation, bad lengths, bad UTF-8 or trailing bytes (Kafka
+    closes the connection), ValueError for a version outside 3..13 (the caller checks first).
     """
     mv = body if type(body) is memoryview else memoryview(body)
     if mv.format != "B":
