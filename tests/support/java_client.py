@@ -100,3 +100,20 @@ def assert_scenario_ok(result: subprocess.CompletedProcess, name: str) -> None:
     msg = scenario_failure(result, name)
     if msg is not None:
         raise AssertionError(f"scenario {name} failed: {msg}")
+
+
+if __name__ == "__main__":
+    # python -m tests.support.java_client build | run SCENARIO BOOTSTRAP
+    import sys
+
+    if sys.argv[1:2] == ["build"]:
+        t0 = time.monotonic()
+        print(f"{build_scenarios()} ({time.monotonic() - t0:.1f}s)")
+    elif len(sys.argv) == 4 and sys.argv[1] == "run":
+        res = run_scenario(sys.argv[2], sys.argv[3])
+        sys.stdout.write(res.stdout)
+        sys.stderr.write(res.stderr)
+        raise SystemExit(0 if scenario_failure(res, sys.argv[2]) is None else 1)
+    else:
+        print("usage: python -m tests.support.java_client build | run SCENARIO BOOTSTRAP", file=sys.stderr)
+        raise SystemExit(64)

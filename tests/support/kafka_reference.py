@@ -407,3 +407,43 @@ class KafkaReference:
         if check and r.returncode != 0:
             raise KafkaReferenceError(f"{main_class} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
         return r
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """python -m tests.support.kafka_reference fetch | run [WORKDIR]
+
+    fetch: download the jars into the cache (a CI warm-up step).
+    run:   start a reference Kafka, print its bootstrap, run until Ctrl-C / SIGTERM."""
+    import argparse
+    import sys
+    import tempfile
+
+    ap = argparse.ArgumentParser(prog="python -m tests.support.kafka_reference")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("fetch")
+    run = sub.add_parser("run")
+    run.add_argument("workdir", nargs="?")
+    args = ap.parse_args(argv)
+    ref = KafkaReference()
+    if args.cmd == "fetch":
+        ref.fetch()
+        print(f"Apache Kafka {ref.version}: {ref.libs} ({ref.timings['fetch']:.1f}s)")
+        return 0
+    workdir = args.workdir or tempfile.mkdtemp(prefix="kafka-ref-")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        bootstrap = ref.start(workdir)
+        print(f"Apache Kafka {ref.version} at {bootstrap} (workdir {workdir}); "
+              + ", ".join(f"{k}={v:.1f}s" for k, v in ref.timings.items()), flush=True)
+        while ref.is_running():
+            time.sleep(1)
+        print(f"broker exited:\n{ref.log_tail()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        ref.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

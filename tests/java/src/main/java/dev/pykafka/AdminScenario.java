@@ -33,7 +33,7 @@ final class AdminScenario {
         String t1 = ctx.id("t1");
         String t2 = ctx.id("t2");
         try (Admin admin = Util.admin(ctx)) {
-            // --- cluster
+            ctx.step("describeCluster");
             DescribeClusterResult dc = admin.describeCluster();
             String clusterId = dc.clusterId().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
             Collection<Node> nodes = dc.nodes().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
@@ -45,7 +45,7 @@ final class AdminScenario {
             check(broker.id() >= 0 && broker.port() > 0 && !broker.host().isEmpty(), "bad node %s", broker);
             check(controller != null && !controller.isEmpty(), "describeCluster: no controller");
 
-            // --- create
+            ctx.step("createTopics %s, %s", t1, t2);
             NewTopic nt1 = new NewTopic(t1, 3, (short) 1)
                     .configs(Map.of("retention.ms", "123456789", "max.message.bytes", "2000000"));
             NewTopic nt2 = new NewTopic(t2, 1, (short) 1);
@@ -60,6 +60,7 @@ final class AdminScenario {
             ctx.log("created %s (id %s) and %s", t1, id1, t2);
             Util.waitForLeaders(admin, Map.of(t1, 3, t2, 1));
 
+            ctx.step("createTopics %s again (expect TOPIC_ALREADY_EXISTS)", t1);
             // creating it again fails with TOPIC_ALREADY_EXISTS
             try {
                 admin.createTopics(List.of(new NewTopic(t1, 3, (short) 1))).all()
@@ -70,7 +71,7 @@ final class AdminScenario {
                         "second createTopics: expected TopicExistsException, got %s", e.getCause());
             }
 
-            // --- list / describe
+            ctx.step("listTopics / describeTopics");
             Util.waitUntil(OP_TIMEOUT_MS, "listTopics to show both topics", () -> {
                 try {
                     return admin.listTopics().names().get().containsAll(Set.of(t1, t2));
@@ -94,7 +95,7 @@ final class AdminScenario {
             }
             checkEq(1, desc.get(t2).partitions().size(), "describeTopics(t2) partitions");
 
-            // --- configs: topic
+            ctx.step("describeConfigs(topic %s)", t1);
             ConfigResource topicRes = new ConfigResource(ConfigResource.Type.TOPIC, t1);
             Config tc = admin.describeConfigs(List.of(topicRes)).all()
                     .get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS).get(topicRes);
@@ -109,7 +110,7 @@ final class AdminScenario {
             check(cleanup.isDefault(), "cleanup.policy should be a default, source %s", cleanup.source());
             ctx.log("topic config: %d entries", tc.entries().size());
 
-            // --- configs: broker
+            ctx.step("describeConfigs(broker %d)", broker.id());
             ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, String.valueOf(broker.id()));
             Config bc = admin.describeConfigs(List.of(brokerRes)).all()
                     .get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS).get(brokerRes);
@@ -122,7 +123,7 @@ final class AdminScenario {
                     "broker message.max.bytes missing or bad: %s", mmb);
             ctx.log("broker config: %d entries, num.partitions=%s", bc.entries().size(), np.value());
 
-            // --- delete
+            ctx.step("deleteTopics");
             admin.deleteTopics(List.of(t1, t2)).all().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
             Util.waitUntil(OP_TIMEOUT_MS, "deleted topics to leave listTopics", () -> {
                 try {

@@ -43,9 +43,10 @@ final class AdminTransactionsScenario {
         pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
         pp.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, Integer.toString(TXN_TIMEOUT_MS));
         try (Admin admin = Util.admin(ctx); KafkaProducer<String, String> producer = Util.producer(pp)) {
+            ctx.step("createTopics %s", topic);
             Util.createTopics(admin, Map.of(topic, 2));
 
-            // --- a committed transaction over both partitions
+            ctx.step("a committed transaction over both partitions");
             producer.initTransactions();
             producer.beginTransaction();
             for (int i = 0; i < 10; i++) {
@@ -61,6 +62,7 @@ final class AdminTransactionsScenario {
             check(td.coordinatorId() >= 0, "describeTransactions coordinatorId %d", td.coordinatorId());
             ctx.log("after commit: %s", td);
 
+            ctx.step("listTransactions / describeProducers after the commit");
             TransactionListing tl = listing(admin, new ListTransactionsOptions(), txnId);
             check(tl != null, "listTransactions() lacks %s", txnId);
             checkEq(pid, tl.producerId(), "listTransactions producerId");
@@ -78,7 +80,7 @@ final class AdminTransactionsScenario {
                 check(ps.lastTimestamp() > 0, "%s: lastTimestamp %d", tp, ps.lastTimestamp());
             }
 
-            // --- an open transaction on p0 only
+            ctx.step("an open transaction on %s", p0);
             producer.beginTransaction();
             for (int i = 0; i < 5; i++) {
                 producer.send(new ProducerRecord<>(topic, 0, "open" + i, "open" + i));
@@ -104,7 +106,7 @@ final class AdminTransactionsScenario {
             check(ps1 == null || ps1.currentTransactionStartOffset().isEmpty(),
                     "%s is not in the open txn but shows %s", p1, ps1);
 
-            // --- abort
+            ctx.step("abort");
             producer.abortTransaction();
             td = awaitState(admin, txnId, TransactionState.COMPLETE_ABORT);
             check(td.topicPartitions().isEmpty(), "aborted transaction still lists partitions %s", td.topicPartitions());

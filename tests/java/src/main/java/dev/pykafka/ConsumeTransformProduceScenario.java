@@ -43,11 +43,12 @@ final class ConsumeTransformProduceScenario {
         String group = ctx.id("group");
         List<TopicPartition> inTps = Util.partitions(in, PARTITIONS);
         List<TopicPartition> outTps = Util.partitions(out, PARTITIONS);
+        ctx.step("createTopics %s, %s", in, out);
         try (Admin admin = Util.admin(ctx)) {
             Util.createTopics(admin, Map.of(in, PARTITIONS, out, PARTITIONS));
         }
 
-        // input, written by a plain idempotent producer
+        ctx.step("produce the input");
         try (KafkaProducer<String, String> p = Util.producer(Util.producerProps(ctx, "input-producer"))) {
             for (int i = 0; i < PER_PARTITION; i++) {
                 for (int part = 0; part < PARTITIONS; part++) {
@@ -70,7 +71,9 @@ final class ConsumeTransformProduceScenario {
         Map<TopicPartition, Long> done = new HashMap<>();
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp);
              KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            ctx.step("initTransactions");
             producer.initTransactions();
+            ctx.step("consume-transform-produce loop");
             consumer.subscribe(List.of(in));
             long deadline = System.currentTimeMillis() + 60_000;
             while (!allDone(done, inTps)) {
@@ -116,6 +119,7 @@ final class ConsumeTransformProduceScenario {
             ctx.log("processed: %d batches, %d committed, %d aborted", batches, commits, aborts);
             check(aborts >= 2 && commits >= 2, "expected several commits and aborts, got %d / %d", commits, aborts);
 
+            ctx.step("check the group's committed offsets");
             Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(Set.copyOf(inTps),
                     Duration.ofMillis(OP_TIMEOUT_MS));
             for (TopicPartition tp : inTps) {
@@ -134,6 +138,7 @@ final class ConsumeTransformProduceScenario {
             }
         }
 
+        ctx.step("check the output");
         // the output: each input exactly once, in input order, for read_committed
         Util.Drained rc = Util.drain(ctx, outTps, "read_committed", 30_000);
         Util.Drained ru = Util.drain(ctx, outTps, "read_uncommitted", 30_000);

@@ -8,6 +8,8 @@ final class Ctx {
     final String bootstrap;
     final String suffix;
     private final long t0 = System.nanoTime();
+    /** What the scenario is doing now; named in the FAIL line. */
+    volatile String step = "start";
 
     Ctx(String name, String bootstrap) {
         this.name = name;
@@ -18,6 +20,12 @@ final class Ctx {
     /** A name unique to this run: {@code <scenario>-<what>-<suffix>}. */
     String id(String what) {
         return name + "-" + what + "-" + suffix;
+    }
+
+    /** Marks the start of a step (printed, and named in the FAIL line if the scenario fails in it). */
+    void step(String fmt, Object... args) {
+        step = String.format(fmt, args);
+        log("step: %s", step);
     }
 
     void log(String fmt, Object... args) {

@@ -87,6 +87,7 @@ final class GroupsScenario {
         String topic = ctx.id("t");
         String group = ctx.id("group");
         List<TopicPartition> tps = Util.partitions(topic, PARTITIONS);
+        ctx.step("createTopics %s", topic);
         try (Admin admin = Util.admin(ctx)) {
             Util.createTopics(admin, Map.of(topic, PARTITIONS));
         }
@@ -99,14 +100,16 @@ final class GroupsScenario {
                 members.add(m);
             }
 
-            // --- phase 1: three members, two partitions each
+            ctx.step("phase 1: three members join, two partitions each");
             awaitBalanced(ctx, members, 2);
             produce(producer, topic, 0);
+            ctx.step("phase 1: consume and commit");
             Map<String, Set<String>> seen1 = consume(ctx, members, PARTITIONS * PER_PHASE);
             checkPhase(seen1, 0, members);
             ctx.log("phase 1: %s consumed %d records", members, PARTITIONS * PER_PHASE);
             checkCommitted(admin, group, tps, PER_PHASE);
 
+            ctx.step("describeConsumerGroups / listGroups");
             ConsumerGroupDescription desc = admin.describeConsumerGroups(List.of(group)).all()
                     .get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS).get(group);
             checkEq(GroupState.STABLE, desc.groupState(), "group state with 3 members");
@@ -117,7 +120,7 @@ final class GroupsScenario {
             Collection<GroupListing> groups = admin.listGroups().all().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
             check(groups.stream().anyMatch(g -> g.groupId().equals(group)), "listGroups lacks %s: %s", group, groups);
 
-            // --- phase 2: c3 leaves; c1, c2 take over and resume from committed offsets
+            ctx.step("phase 2: c3 leaves, c1 and c2 rebalance");
             Member gone = members.remove(2);
             Set<TopicPartition> orphaned = Set.copyOf(gone.assigned);
             gone.consumer.close(); // LeaveGroup
@@ -125,11 +128,13 @@ final class GroupsScenario {
             awaitBalanced(ctx, members, 3);
             check(members.stream().allMatch(m -> m.rebalances >= 2), "expected a second assignment for %s", members);
             produce(producer, topic, PER_PHASE);
+            ctx.step("phase 2: consume from the committed offsets");
             Map<String, Set<String>> seen2 = consume(ctx, members, PARTITIONS * PER_PHASE);
             checkPhase(seen2, PER_PHASE, members);
             ctx.log("phase 2: %s consumed %d records (took over %s)", members, PARTITIONS * PER_PHASE, orphaned);
             checkCommitted(admin, group, tps, 2 * PER_PHASE);
 
+            ctx.step("all leave: group becomes Empty");
             for (Member m : members) {
                 m.consumer.close();
             }

@@ -33,6 +33,7 @@ final class IdempotentScenario {
 
     static void run(Ctx ctx) throws Exception {
         String topic = ctx.id("t");
+        ctx.step("createTopics %s", topic);
         try (Admin admin = Util.admin(ctx)) {
             Util.createTopics(admin, Map.of(topic, 3));
         }
@@ -44,6 +45,7 @@ final class IdempotentScenario {
         p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "5");
         p.put(ProducerConfig.BATCH_SIZE_CONFIG, "4096"); // many batches, several in flight per partition
         Map<TopicPartition, Map<Long, Integer>> acked = new HashMap<>();
+        ctx.step("produce %d records (idempotent)", N);
         try (KafkaProducer<String, String> producer = Util.producer(p)) {
             List<Future<RecordMetadata>> fs = new ArrayList<>(N);
             for (int i = 0; i < N; i++) {
@@ -61,6 +63,7 @@ final class IdempotentScenario {
         ctx.log("produced %d records, acked per partition: %s", N,
                 acked.entrySet().stream().map(e -> e.getKey().partition() + "=" + e.getValue().size()).toList());
 
+        ctx.step("read everything back");
         Util.Drained d = Util.drain(ctx, tps, "read_uncommitted", 60_000);
         checkEq(N, d.count(), "records read back");
         boolean[] seen = new boolean[N];

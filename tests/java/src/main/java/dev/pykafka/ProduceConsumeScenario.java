@@ -42,6 +42,7 @@ final class ProduceConsumeScenario {
 
     static void run(Ctx ctx) throws Exception {
         String topic = ctx.id("t");
+        ctx.step("createTopics %s", topic);
         try (Admin admin = Util.admin(ctx)) {
             Util.createTopics(admin, Map.of(topic, 3));
         }
@@ -51,12 +52,12 @@ final class ProduceConsumeScenario {
         String filler = "x".repeat(200);
 
         for (String comp : COMPRESSION) {
+            ctx.step("produce %d records, compression=%s", PER_COMPRESSION, comp);
             Properties p = Util.producerProps(ctx, "producer-" + comp);
             p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
             p.put(ProducerConfig.ACKS_CONFIG, "all");
             p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, comp);
             p.put(ProducerConfig.BATCH_SIZE_CONFIG, "16384");
-            p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "1");
             List<Future<RecordMetadata>> futures = new ArrayList<>();
             List<Expected> expected = new ArrayList<>();
             try (KafkaProducer<String, String> producer = Util.producer(p)) {
@@ -95,6 +96,7 @@ final class ProduceConsumeScenario {
             ctx.log("produced %d records with compression=%s", PER_COMPRESSION, comp);
         }
 
+        ctx.step("read everything back (read_uncommitted)");
         Util.Drained d = Util.drain(ctx, tps, "read_uncommitted", 60_000);
         int total = COMPRESSION.length * PER_COMPRESSION;
         checkEq(total, d.count(), "records read back");

@@ -69,8 +69,8 @@ public final class Scenarios {
             System.err.println("unknown scenario " + name + "; known: " + String.join(", ", ALL.keySet()));
             System.exit(64);
         }
-        startWatchdog(name, timeoutSec);
         Ctx ctx = new Ctx(name, bootstrap);
+        startWatchdog(ctx, timeoutSec);
         long t0 = System.nanoTime();
         try {
             scenario.run(ctx);
@@ -79,7 +79,7 @@ public final class Scenarios {
             t.printStackTrace(System.err);
             System.err.flush();
             String what = t instanceof AssertionError ? String.valueOf(t.getMessage()) : t.toString();
-            System.out.println("FAIL " + name + ": " + what);
+            System.out.println("FAIL " + name + ": " + what + " (during: " + ctx.step + ")");
             System.out.flush();
             Runtime.getRuntime().halt(1);
         }
@@ -90,7 +90,8 @@ public final class Scenarios {
         Runtime.getRuntime().halt(0);
     }
 
-    private static void startWatchdog(String name, long timeoutSec) {
+    private static void startWatchdog(Ctx ctx, long timeoutSec) {
+        String name = ctx.name;
         Thread t = new Thread(() -> {
             try {
                 Thread.sleep(timeoutSec * 1000);
@@ -102,7 +103,7 @@ public final class Scenarios {
                 System.err.print(ti.toString());
             }
             System.err.flush();
-            System.out.println("FAIL " + name + ": timeout after " + timeoutSec + " s");
+            System.out.println("FAIL " + name + ": timeout after " + timeoutSec + " s (during: " + ctx.step + ")");
             System.out.flush();
             Runtime.getRuntime().halt(2);
         }, "scenario-watchdog");

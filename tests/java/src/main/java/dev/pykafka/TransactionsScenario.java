@@ -40,6 +40,7 @@ final class TransactionsScenario {
     static void run(Ctx ctx) throws Exception {
         String a = ctx.id("a");
         String b = ctx.id("b");
+        ctx.step("createTopics %s, %s", a, b);
         try (Admin admin = Util.admin(ctx)) {
             Util.createTopics(admin, Map.of(a, 2, b, 1));
         }
@@ -54,10 +55,12 @@ final class TransactionsScenario {
 
         KafkaProducer<String, String> p1 = Util.producer(txProps(ctx, "p1", txnId));
         try {
+            ctx.step("p1.initTransactions");
             p1.initTransactions();
             ctx.log("initTransactions done");
             for (int t = 0; t < TXNS; t++) {
                 boolean commit = t % 2 == 0;
+                ctx.step("transaction %d (%s)", t, commit ? "commit" : "abort");
                 p1.beginTransaction();
                 for (TopicPartition tp : tps) {
                     for (int j = 0; j < PER_PARTITION; j++) {
@@ -79,9 +82,10 @@ final class TransactionsScenario {
             ctx.log("%d transactions done (%d committed)", TXNS, (TXNS + 1) / 2);
 
             long endAfterTxns = (long) TXNS * (PER_PARTITION + 1); // data + one marker per transaction
+            ctx.step("verify committed / all records");
             verify(ctx, tps, committed, all, endAfterTxns, endAfterTxns);
 
-            // --- an open transaction holds back the LSO
+            ctx.step("open transaction: LSO stays at its first offset");
             p1.beginTransaction();
             for (TopicPartition tp : tps) {
                 for (int j = 0; j < PER_PARTITION; j++) {
@@ -105,6 +109,7 @@ final class TransactionsScenario {
 
             // --- fencing: a new producer with the same id aborts the open transaction and fences p1
             try (KafkaProducer<String, String> p2 = Util.producer(txProps(ctx, "p2", txnId))) {
+                ctx.step("p2.initTransactions with the same transactional.id");
                 p2.initTransactions();
                 ctx.log("p2 initTransactions done (should have aborted p1's open transaction)");
                 try {
@@ -117,9 +122,11 @@ final class TransactionsScenario {
                             "p1 commit after fencing: expected ProducerFencedException, got %s", e);
                     ctx.log("p1 fenced: %s", e);
                 }
+                ctx.step("verify after fencing");
                 long endAfterFence = endAfterTxns + PER_PARTITION + 1; // + abort marker
                 verify(ctx, tps, committed, all, endAfterFence, endAfterFence);
 
+                ctx.step("p2 commits a transaction");
                 p2.beginTransaction();
                 for (TopicPartition tp : tps) {
                     String v = "p2-" + tp;
