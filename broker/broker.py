@@ -68,8 +68,9 @@ class Broker:
             Path(d).mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
         self.metadata.load()
-        self.log_manager = LogManager(self.config.log_dirs, self.config.topic_defaults())
-        self.log_manager.startup(self._topic_configs(), now_ms=int(time.time() * 1000))
+        self.log_manager = LogManager(self.config.log_dirs, self.config.topic_defaults(),
+                                      topic_overrides=self._topic_overrides)
+        self.log_manager.startup(now_ms=int(time.time() * 1000))
         self._reconcile_partitions()
         self.replica_manager = ReplicaManager(self)
         await self._start_coordinators()
@@ -83,11 +84,18 @@ class Broker:
 
     async def _start_coordinators(self) -> None:
         """Group and transaction coordinators (added by their own modules when present)."""
+        from coordinator.group.coordinator import GroupCoordinator
+
+        # Loads __consumer_offsets before the listeners open; stopped by a shutdown hook.
+        self.group_coordinator = GroupCoordinator(self)
+        await self.group_coordinator.start()
+        self.shutdown_hooks.append(lambda broker: broker.group_coordinator.shutdown())
         for hook in self.startup_hooks:
             await hook(self)
 
-    def _topic_configs(self) -> dict[str, dict[str, str]]:
-        return {name: t.configs for name, t in self.metadata.topics.items()}
+    def _topic_overrides(self, topic: str) -> dict[str, str]:
+        info = self.metadata.get(topic)
+        return info.configs if info is not None else {}
 
     def _reconcile_partitions(self) -> None:
         """Create any partition directory the metadata names but the disk lacks."""
@@ -104,7 +112,7 @@ class Broker:
         for d in self.config.log_dirs:
             path = Path(d) / "meta.properties"
             if path.exists():
-                props = checkpoints.read_meta_properties(path)
+                props = checkpoints.read_meta_properties(str(path)) or {}
                 if props.get("node.id") and int(props["node.id"]) != self.node_id:
                     raise RuntimeError(
                         f"Stored node id {props['node.id']} in {path} doesn't match node.id={self.node_id}"
@@ -122,7 +130,7 @@ class Broker:
             path = Path(d) / "meta.properties"
             if not path.exists():
                 checkpoints.write_meta_properties(
-                    path,
+                    str(path),
                     {
                         "version": "1",
                         "cluster.id": self.cluster_id,

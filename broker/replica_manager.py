@@ -188,7 +188,7 @@ class ReplicaManager:
             self._check_leader_epoch(current_leader_epoch)
             committed = isolation_level == ISOLATION_READ_COMMITTED
             hw = plog.high_watermark
-            lso = plog.last_stable_offset
+            lso = last_stable_offset(plog)
             upper = lso if committed else hw
             result = plog.read(fetch_offset, max_bytes, upper, min_one_message)
             records = result.records
@@ -207,7 +207,7 @@ class ReplicaManager:
             if plog is None:
                 return FetchPartitionResult(code)
             return FetchPartitionResult(
-                code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, None,
+                code, plog.high_watermark, last_stable_offset(plog), plog.log_start_offset, None,
                 [] if isolation_level == ISOLATION_READ_COMMITTED else None,
             )
 
@@ -253,6 +253,12 @@ class ReplicaManager:
             for fut in list(waiters):
                 if not fut.done():
                     fut.set_result(None)
+
+
+def last_stable_offset(plog: PartitionLog) -> int:
+    """The LSO: the first offset of the earliest open transaction, else the high watermark."""
+    lso = getattr(plog, "last_stable_offset", None)
+    return plog.high_watermark if lso is None else lso
 
 
 def _next_offset_after(records: bytes | memoryview) -> int:

@@ -9,7 +9,7 @@ first offset whose timestamp is >= the target, found through the ``.timeindex``.
 from __future__ import annotations
 
 from broker.handlers.registry import api
-from broker.replica_manager import ISOLATION_READ_COMMITTED, LEADER_EPOCH, error_code_of
+from broker.replica_manager import ISOLATION_READ_COMMITTED, LEADER_EPOCH, error_code_of, last_stable_offset
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_class
 
@@ -23,7 +23,7 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST
 def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: int) -> tuple[int, int]:
     plog = broker.replica_manager.partition_log(topic, partition)
     if timestamp == LATEST:
-        offset = plog.last_stable_offset if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
+        offset = last_stable_offset(plog) if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
         return -1, offset
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, plog.log_start_offset
@@ -38,7 +38,7 @@ def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: 
     if found is None:
         return -1, -1
     offset, ts = found
-    upper = plog.last_stable_offset if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
+    upper = last_stable_offset(plog) if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
     if offset >= upper:
         return -1, -1
     return ts, offset

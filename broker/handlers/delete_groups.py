@@ -1,0 +1,26 @@
+"""DeleteGroups (key 42), v0-2: delete Empty groups with all their committed offsets.
+
+Tombstones for every offset and for the group metadata are written to the group's
+``__consumer_offsets`` partition before the answer. A group with members: NON_EMPTY_GROUP; one
+that does not exist: GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(42)
+Result = Response.DeletableGroupResult
+
+
+@api(42, (0, 2))
+def handle(ctx, req):
+    gc = ctx.broker.group_coordinator
+    names = list(req.groups_names)
+    if gc is None or not gc.active:
+        results = [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in names]
+    else:
+        results = gc.manager.delete_groups(names)
+    return Response(throttle_time_ms=0, results=[Result(group_id=g, error_code=e) for g, e in results])

@@ -1,0 +1,52 @@
+"""DescribeGroups (key 15), v0-6: state, protocol and members of classic groups.
+
+Member metadata and the protocol name are only shown while the group is Stable (as Kafka's
+``describeNoMetadata`` for other states); assignments always. A group that does not exist is
+reported as state "Dead" with no error before v6 and GROUP_ID_NOT_FOUND (with a message) from
+v6 (KIP-1043). v3+ may ask for authorized operations: with no authorizer every group operation
+(READ, DELETE, DESCRIBE) is allowed.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(15)
+Described = Response.DescribedGroup
+DescribedMember = Described.DescribedGroupMember
+
+# AclOperation codes a group supports: READ(3), DELETE(6), DESCRIBE(8).
+GROUP_OPERATIONS = frozenset({3, 6, 8})
+
+
+@api(15, (0, 6))
+def handle(ctx, req):
+    with_ops = bool(getattr(req, "include_authorized_operations", False)) and ctx.api_version >= 3
+    gc = ctx.broker.group_coordinator
+    if gc is None or not gc.active:
+        return Response(throttle_time_ms=0, groups=[
+            Described(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, group_id=g, group_state="", protocol_type="",
+                      protocol_data="", members=[])
+            for g in req.groups
+        ])
+    described = gc.manager.describe_groups(list(req.groups), ctx.api_version)
+    return Response(throttle_time_ms=0, groups=[
+        Described(
+            error_code=d.error,
+            error_message=d.error_message,
+            group_id=d.group_id,
+            group_state=d.state,
+            protocol_type=d.protocol_type,
+            protocol_data=d.protocol_data,
+            members=[
+                DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                                client_host=m.client_host, member_metadata=m.metadata,
+                                member_assignment=m.assignment)
+                for m in d.members
+            ],
+            authorized_operations=set(GROUP_OPERATIONS) if with_ops and d.error == ErrorCode.NONE else None,
+        )
+        for d in described
+    ])

@@ -1,0 +1,81 @@
+"""FindCoordinator (key 10), v0-6.
+
+This single node coordinates everything, so the answer is always this broker on the listener
+the client used, or an error:
+
+- key_type 0 (GROUP): ``__consumer_offsets`` is created on first use (synchronously here, so
+  the first answer already succeeds where Kafka would say COORDINATOR_NOT_AVAILABLE once);
+  COORDINATOR_NOT_AVAILABLE if the group coordinator is not running or the topic cannot be made.
+  Like Kafka, any key is accepted (even ""; it maps to partition 0).
+- key_type 1 (TRANSACTION): asks ``broker.txn_coordinator.find_coordinator(key)``, which
+  returns an ErrorCode (NONE when this node coordinates the id, after making sure
+  ``__transaction_state`` exists); COORDINATOR_NOT_AVAILABLE while there is no txn coordinator.
+- key_type 2 (SHARE): share groups are not enabled: INVALID_REQUEST, as Kafka 4.0 answers.
+- any other key_type: INVALID_REQUEST (Kafka's CoordinatorType.forId throws).
+
+v0-3 carry one key and a top-level error with Kafka's error message ("NONE" on success, as
+``Errors.message()`` gives); v4+ batch ``coordinator_keys`` with one entry (no message) each.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(10)
+Coordinator = Response.Coordinator
+
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+
+# Errors.message() of the errors this API returns (the default exception messages).
+MESSAGES = {
+    ErrorCode.NONE: "NONE",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.INVALID_REQUEST: (
+        "This most likely occurs because of a request being malformed by the client library or the message was "
+        "sent to an incompatible broker. See the broker logs for more details."
+    ),
+}
+
+
+def lookup(ctx, key_type: int, key: str) -> ErrorCode:
+    broker = ctx.broker
+    if key_type == KEY_TYPE_GROUP:
+        gc = broker.group_coordinator
+        if gc is None or not gc.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        try:
+            gc.ensure_offsets_topic()
+        except KafkaError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+    if key_type == KEY_TYPE_TRANSACTION:
+        txn = broker.txn_coordinator
+        find = getattr(txn, "find_coordinator", None)
+        if find is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode(find(key))
+    return ErrorCode.INVALID_REQUEST
+
+
+@api(10, (0, 6))
+def handle(ctx, req):
+    host, port = ctx.broker.advertised_endpoint(ctx.listener, ctx.local_host)
+    node_id = ctx.broker.node_id
+    key_type = req.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
+
+    def node(code: ErrorCode) -> tuple[int, str, int]:
+        return (node_id, host, port) if code == ErrorCode.NONE else (-1, "", -1)
+
+    if ctx.api_version < 4:
+        code = lookup(ctx, key_type, req.key)
+        nid, h, p = node(code)
+        return Response(throttle_time_ms=0, error_code=code, error_message=MESSAGES.get(code, code.name),
+                        node_id=nid, host=h, port=p)
+    coordinators = []
+    for key in req.coordinator_keys:
+        code = lookup(ctx, key_type, key)
+        nid, h, p = node(code)
+        coordinators.append(Coordinator(key=key, node_id=nid, host=h, port=p, error_code=code, error_message=None))
+    return Response(throttle_time_ms=0, coordinators=coordinators)

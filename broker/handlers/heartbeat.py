@@ -1,0 +1,24 @@
+"""Heartbeat (key 12), v0-4: keeps a classic member's session alive.
+
+NONE in CompletingRebalance/Stable (the session timer restarts), REBALANCE_IN_PROGRESS during
+PreparingRebalance (the member must rejoin), UNKNOWN_MEMBER_ID for unknown groups/members or an
+Empty group, FENCED_INSTANCE_ID for a stale static member, ILLEGAL_GENERATION, INVALID_GROUP_ID.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(12)
+
+
+@api(12, (0, 4))
+def handle(ctx, req):
+    gc = ctx.broker.group_coordinator
+    if gc is None or not gc.active:
+        return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    code = gc.manager.heartbeat(req.group_id, req.member_id,
+                                req.group_instance_id if ctx.api_version >= 3 else None, req.generation_id)
+    return Response(throttle_time_ms=0, error_code=code)

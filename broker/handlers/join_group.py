@@ -1,0 +1,70 @@
+"""JoinGroup (key 11), v0-9: the classic rebalance's first phase.
+
+The request is parked until the join phase completes (all known members rejoined, the
+rebalance timeout, or the initial rebalance delay for a new group), then every member gets
+the new generation and the leader also gets everyone's metadata. Behaviour follows Kafka's
+GroupMetadataManager (see coordinator/group/manager.py):
+
+- v4+: a new dynamic member without an id is answered MEMBER_ID_REQUIRED with its new id.
+- v5+: ``group_instance_id`` makes a static member (KIP-345): rejoining with a new id replaces
+  the old member without a rebalance; a stale id gets FENCED_INSTANCE_ID.
+- v0: the rebalance timeout is the session timeout (the field does not exist yet).
+- v7+: ``protocol_type``/``protocol_name`` are nullable; before v7 a missing name is "".
+- v9: a static leader that rejoins a stable group is told ``skip_assignment``.
+Errors: INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT (outside group.min/max.session.timeout.ms),
+INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, GROUP_MAX_SIZE_REACHED, COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from coordinator.group.group import JoinResult
+from coordinator.group.manager import JoinRequest
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(11)
+Member = Response.JoinGroupResponseMember
+
+
+def build(version: int, r: JoinResult):
+    protocol_name = r.protocol_name
+    if protocol_name is None and (version < 7 or r.error != ErrorCode.NONE):
+        protocol_name = ""
+    return Response(
+        throttle_time_ms=0,
+        error_code=r.error,
+        generation_id=r.generation_id,
+        protocol_type=r.protocol_type,
+        protocol_name=protocol_name,
+        leader=r.leader or "",
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=[Member(member_id=m, group_instance_id=i, metadata=md) for m, i, md in r.members],
+    )
+
+
+async def _answer(version: int, pending) -> object:
+    return build(version, await pending)
+
+
+@api(11, (0, 9))
+def handle(ctx, req):
+    v = ctx.api_version
+    gc = ctx.broker.group_coordinator
+    if gc is None:
+        return build(v, JoinResult(error=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
+    join = JoinRequest(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if v >= 5 else None,
+        session_timeout_ms=req.session_timeout_ms,
+        rebalance_timeout_ms=req.session_timeout_ms if v == 0 else req.rebalance_timeout_ms,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        client_id=ctx.client_id or "",
+        client_host="/" + ctx.client_host,
+        api_version=v,
+        reason=req.reason if v >= 8 else None,
+    )
+    return _answer(v, gc.join_group(join))

@@ -1,0 +1,39 @@
+"""LeaveGroup (key 13), v0-5: members leave a classic group, which then rebalances.
+
+v0-2 name one member; v3+ batch ``members`` (an empty member id with a group instance id
+removes that static member administratively, KIP-345), answered one error per member; v5 adds
+a reason per member. Unknown group: every member gets UNKNOWN_MEMBER_ID. For v0-2 the single
+member's error becomes the top-level error, as Kafka's LeaveGroupResponse does.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(13)
+MemberResponse = Response.MemberResponse
+
+
+@api(13, (0, 5))
+def handle(ctx, req):
+    v = ctx.api_version
+    if v < 3:
+        members = [(req.member_id, None, None)]
+    else:
+        members = [(m.member_id, m.group_instance_id, m.reason if v >= 5 else None) for m in req.members]
+    gc = ctx.broker.group_coordinator
+    if gc is None or not gc.active:
+        top, results = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    else:
+        top, results = gc.manager.leave_group(req.group_id, members)
+    if v < 3:
+        if top == ErrorCode.NONE and results:
+            top = results[0][2]
+        return Response(throttle_time_ms=0, error_code=top)
+    return Response(
+        throttle_time_ms=0,
+        error_code=top,
+        members=[MemberResponse(member_id=m, group_instance_id=i, error_code=e) for m, i, e in results],
+    )

@@ -1,0 +1,76 @@
+"""OffsetCommit (key 8), v2-9: commit a group's consumed positions to ``__consumer_offsets``.
+
+Every accepted partition becomes one OffsetCommitValue record (v3, or v1 when v2-4's
+``retention_time_ms`` sets an expire timestamp), appended in one batch to the group's
+partition before the answer, so an answered commit survives a crash. As in Kafka:
+
+- partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (checked here, like KafkaApis);
+- generation -1 with no member id is a "simple" commit, accepted only while the group has no
+  members (a group that does not exist yet is created Empty); otherwise the member and
+  generation must match: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
+  REBALANCE_IN_PROGRESS while CompletingRebalance; for a missing group with a generation,
+  ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND from v9);
+- metadata longer than ``offset.metadata.max.bytes``: OFFSET_METADATA_TOO_LARGE;
+- a commit by a member of a Stable/PreparingRebalance group also counts as its heartbeat.
+v6+ carry the committed leader epoch; v7+ the group instance id.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from coordinator.group.manager import CommitPartition
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(8)
+TopicResp = Response.OffsetCommitResponseTopic
+PartResp = TopicResp.OffsetCommitResponsePartition
+
+
+@api(8, (2, 9))
+def handle(ctx, req):
+    v = ctx.api_version
+    broker = ctx.broker
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    to_commit: list[tuple[str, list[CommitPartition]]] = []
+    for t in req.topics:
+        info = broker.metadata.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            parts.append(CommitPartition(
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch if v >= 6 else -1,
+                p.committed_metadata,
+            ))
+        if parts:
+            to_commit.append((t.name, parts))
+    if to_commit:
+        gc = broker.group_coordinator
+        if gc is None or not gc.active:
+            for name, parts in to_commit:
+                for p in parts:
+                    errors[(name, p.partition)] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            errors.update(gc.manager.commit_offsets(
+                req.group_id,
+                req.generation_id_or_member_epoch,
+                req.member_id,
+                req.group_instance_id if v >= 7 else None,
+                req.retention_time_ms if v <= 4 else -1,
+                to_commit,
+                v,
+            ))
+    return Response(
+        throttle_time_ms=0,
+        topics=[
+            TopicResp(name=t.name, partitions=[
+                PartResp(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
+                for p in t.partitions
+            ])
+            for t in req.topics
+        ],
+    )

@@ -1,0 +1,51 @@
+"""OffsetDelete (key 47), v0: delete some committed offsets of a group (KIP-496).
+
+Allowed on Empty groups, and on active consumer-protocol groups for topics they are not
+subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); an active group of another protocol type
+gets NON_EMPTY_GROUP, a missing group GROUP_ID_NOT_FOUND (top-level). Partitions of unknown
+topics get UNKNOWN_TOPIC_OR_PARTITION, as KafkaApis checks them.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(47)
+TopicResp = Response.OffsetDeleteResponseTopic
+PartResp = TopicResp.OffsetDeleteResponsePartition
+
+
+@api(47, (0, 0))
+def handle(ctx, req):
+    broker = ctx.broker
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    known: list[tuple[str, list[int]]] = []
+    for t in req.topics:
+        info = broker.metadata.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                parts.append(p.partition_index)
+        if parts:
+            known.append((t.name, parts))
+    gc = broker.group_coordinator
+    if gc is None or not gc.active:
+        return Response(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, throttle_time_ms=0, topics=[])
+    top, results = gc.manager.delete_offsets(req.group_id, known)
+    if top != ErrorCode.NONE:
+        return Response(error_code=top, throttle_time_ms=0, topics=[])
+    for name, parts in results:
+        for p, code in parts:
+            errors[(name, p)] = code
+    return Response(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=[
+        TopicResp(name=t.name, partitions=[
+            PartResp(partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index),
+                                                                             ErrorCode.NONE))
+            for p in t.partitions
+        ])
+        for t in req.topics
+    ])
