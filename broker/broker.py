@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import structlog
-from storage.log_manager import LogManager
 
 from broker.config import BrokerConfig
 from broker.controller import Controller
@@ -24,6 +23,7 @@ from broker.metadata import MetadataStore
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from storage import checkpoints
+from storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
 
@@ -69,7 +69,11 @@ class Broker:
         self._load_meta_properties()
         self.metadata.load()
         self.log_manager = LogManager(self.config.log_dirs, self.config.topic_defaults(),
-                                      topic_overrides=self._topic_overrides)
+                                      topic_overrides=self._topic_overrides,
+                                      producer_state_config={
+                                          "producer_id_expiration_ms": self.config.get("producer.id.expiration.ms"),
+                                          "max_transaction_timeout_ms": self.config.get("transaction.max.timeout.ms"),
+                                      })
         self.log_manager.startup(now_ms=int(time.time() * 1000))
         self._reconcile_partitions()
         self.replica_manager = ReplicaManager(self)

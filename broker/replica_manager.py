@@ -20,11 +20,11 @@ import structlog
 
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
+from storage.producer_state import ProducerStateLogListener
 
 if TYPE_CHECKING:
-    from storage.log import PartitionLog
-
     from broker.broker import Broker
+    from storage.log import PartitionLog
 
 log = structlog.get_logger(__name__)
 
@@ -257,8 +257,7 @@ class ReplicaManager:
 
 def last_stable_offset(plog: PartitionLog) -> int:
     """The LSO: the first offset of the earliest open transaction, else the high watermark."""
-    lso = getattr(plog, "last_stable_offset", None)
-    return plog.high_watermark if lso is None else lso
+    return ProducerStateLogListener.of(plog).last_stable_offset(plog)
 
 
 def _next_offset_after(records: bytes | memoryview) -> int:

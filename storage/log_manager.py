@@ -25,6 +25,7 @@ from storage import checkpoints
 from storage.errors import CorruptCheckpoint, KafkaStorageError
 from storage.log import PartitionLog
 from storage.log_config import LogConfig, validate_topic_configs
+from storage.producer_state import ProducerStateLogListener
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +66,7 @@ class LogManager:
         broker_defaults: Mapping[str, Any] | None = None,
         *,
         topic_overrides: TopicOverrides | None = None,
+        producer_state_config: Mapping[str, int] | None = None,
     ) -> None:
         """``broker_defaults``: broker-level values keyed by topic config name (e.g.
         ``{"retention.ms": "3600000"}``). ``topic_overrides(topic)``: the topic's own overrides,
@@ -75,6 +77,9 @@ class LogManager:
         self.broker_defaults: dict[str, Any] = dict(broker_defaults or {})
         validate_topic_configs(self.broker_defaults)
         self._topic_overrides = topic_overrides
+        # ProducerStateManager settings (producer_id_expiration_ms, max_transaction_timeout_ms):
+        # every log gets producer state, as Kafka's UnifiedLog always has a ProducerStateManager.
+        self.producer_state_config = dict(producer_state_config or {})
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
         self._locks: dict[str, int] = {}
@@ -164,6 +169,7 @@ class LogManager:
                     now_ms=now,
                     log_start_offset=log_starts.get(parsed, 0),
                 )
+                ProducerStateLogListener.attach(plog, now, **self.producer_state_config)
                 self._logs[parsed] = plog
                 self._dir_of[parsed] = d
             log.info("log_dir_loaded", log_dir=d, clean_shutdown=clean, partitions=self._count_in(d))
@@ -255,6 +261,9 @@ class LogManager:
             now_ms=now_ms,
         )
         checkpoints.fsync_dir(d)
+        ProducerStateLogListener.attach(
+            plog, now_ms if now_ms is not None else _wall_ms(), **self.producer_state_config
+        )
         self._logs[key] = plog
         self._dir_of[key] = d
         log.info("log_created", topic=topic, partition=partition, log_dir=d)

@@ -14,14 +14,15 @@ from __future__ import annotations
 import time
 import uuid
 
+from broker.context import RawResponse
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
-
-Response = response_class(1)
-TopicResp = Response.FetchableTopicResponse
-PartResp = TopicResp.PartitionData
-Aborted = PartResp.AbortedTransaction
+from protocol.fetch_codec import (
+    FetchPartitionResponse,
+    FetchTopicResponse,
+    decode_fetch_request,
+    encode_fetch_response,
+)
 
 
 class _Plan:
@@ -38,8 +39,8 @@ class _Plan:
                 name = info.name if info is not None else None
                 self.topics.append((name, t.topic_id, t.partitions))
             else:
-                self.topics.append((t.topic, None, t.partitions))
-                name = t.topic
+                self.topics.append((t.name, None, t.partitions))
+                name = t.name
             if name is not None:
                 self.keys.extend((name, p.partition) for p in t.partitions)
 
@@ -55,9 +56,7 @@ def _read_all(broker, plan: _Plan, req, version: int) -> tuple[list, int, bool]:
         parts = []
         for p in partitions:
             if name is None:
-                parts.append(PartResp(partition_index=p.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                                      high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                      aborted_transactions=None, preferred_read_replica=-1, records=None))
+                parts.append(FetchPartitionResponse(p.partition, ErrorCode.UNKNOWN_TOPIC_ID))
                 errors = True
                 continue
             limit = min(p.partition_max_bytes, remaining)
@@ -67,31 +66,29 @@ def _read_all(broker, plan: _Plan, req, version: int) -> tuple[list, int, bool]:
             remaining = max(remaining - size, 0)
             if r.error:
                 errors = True
-            parts.append(PartResp(
-                partition_index=p.partition, error_code=r.error, high_watermark=r.high_watermark,
-                last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-                aborted_transactions=None if r.aborted is None else [
-                    Aborted(producer_id=pid, first_offset=first) for pid, first in r.aborted],
-                preferred_read_replica=-1, records=bytes(r.records) if r.records else b"",
+            parts.append(FetchPartitionResponse(
+                p.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
+                r.aborted, -1, r.records if r.records is not None else b"",
             ))
             if size:
                 broker.metrics.bytes_out.labels(name).inc(size)
-        out.append(TopicResp(topic=name, topic_id=topic_id, partitions=parts))
+        out.append(FetchTopicResponse(name, topic_id, parts))
     return out, total, errors
 
 
-def _response(topics: list) -> object:
-    return Response(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+def _response(version: int, topics: list) -> RawResponse:
+    encoded = encode_fetch_response(version, topics=topics, session_id=0)
+    return RawResponse(encoded.buffers, encoded.size)
 
 
-@api(1, (4, 17))
+@api(1, (4, 17), decode=decode_fetch_request)
 def handle(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
     plan = _Plan(broker, req, version)
     topics, total, errors = _read_all(broker, plan, req, version)
     if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not plan.keys:
-        return _response(topics)
+        return _response(version, topics)
     return _long_poll(ctx, req, plan, version)
 
 
@@ -105,9 +102,9 @@ async def _long_poll(ctx, req, plan: _Plan, version: int):
         await broker.replica_manager.wait_for_data(plan.keys, remaining)
         topics, total, errors = _read_all(broker, plan, req, version)
         if errors or total >= req.min_bytes:
-            return _response(topics)
+            return _response(version, topics)
         if broker.stopping:
             break
     topics, _, _ = _read_all(broker, plan, req, version)
-    return _response(topics)
+    return _response(version, topics)
 

@@ -8,47 +8,45 @@ value is INVALID_REQUIRED_ACKS for every partition.
 
 from __future__ import annotations
 
-from broker.context import NO_RESPONSE
+from broker.context import NO_RESPONSE, RawResponse
 from broker.handlers.registry import api
 from broker.replica_manager import ProduceResult
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.produce_codec import (
+    ProducePartitionResponse,
+    ProduceTopicResponse,
+    decode_produce_request,
+    encode_produce_response,
+)
 
-Response = response_class(0)
-TopicResp = Response.TopicProduceResponse
-PartResp = TopicResp.PartitionProduceResponse
-BatchError = PartResp.BatchIndexAndErrorMessage
 
-
-def _partition(index: int, r: ProduceResult) -> PartResp:
-    return PartResp(
-        index=index, error_code=r.error, base_offset=r.base_offset, log_append_time_ms=r.log_append_time,
-        log_start_offset=r.log_start_offset,
-        record_errors=[BatchError(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
-        error_message=r.error_message,
+def _partition(index: int, r: ProduceResult) -> ProducePartitionResponse:
+    return ProducePartitionResponse(
+        index, int(r.error), r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.error_message
     )
 
 
-@api(0, (3, 12), advertised_min=0)
+@api(0, (3, 12), advertised_min=0, decode=decode_produce_request)
 def handle(ctx, req):
     broker = ctx.broker
     rm = broker.replica_manager
     version = ctx.api_version
     acks = req.acks
     responses = []
-    for t in req.topic_data:
+    for t in req.topics:
         name = t.name
         parts = []
         if acks not in (-1, 0, 1):
-            parts = [_partition(p.index, ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)) for p in t.partition_data]
+            parts = [_partition(p.index, ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)) for p in t.partitions]
         else:
-            for p in t.partition_data:
+            for p in t.partitions:
                 result = rm.append_records(name, p.index, p.records, api_version=version,
                                            transactional_id=req.transactional_id)
                 if result.error:
                     broker.metrics.error(0, result.error.name)
                 parts.append(_partition(p.index, result))
-        responses.append(TopicResp(name=name, partition_responses=parts))
+        responses.append(ProduceTopicResponse(name, t.topic_id, parts))
     if acks == 0:
         return NO_RESPONSE
-    return Response(responses=responses, throttle_time_ms=0)
+    body = encode_produce_response(version, responses)
+    return RawResponse([body], len(body))
