@@ -1,8 +1,8 @@
 """``.index``: Kafka's sparse offset index, 8-byte entries (relative offset int32, position int32).
 
 Entries live in two ``array('i')`` columns so lookups are a C-level bisect; the file is written by
-appending each 8-byte entry with ``os.write`` (no preallocation), so at any moment the file holds
-exactly the entries and needs no trimming on close or roll.
+appending 8-byte entries with ``os.write`` (no preallocation; buffered up to PENDING_BYTES), so after
+a flush, roll or close the file holds exactly the entries and needs no trimming.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ from storage.errors import KafkaStorageError, LogSegmentOffsetOverflow
 ENTRY = struct.Struct(">ii")
 ENTRY_SIZE = ENTRY.size  # 8
 INT32_MAX = 2147483647
+# Entries are buffered and written in batches of this many bytes (and on flush/close/roll/truncate):
+# one syscall per ~500 entries instead of one per entry. Safe because a crash makes recovery
+# rebuild the indexes of every segment past the recovery point, and flush writes them first.
+PENDING_BYTES = 4096
 _LITTLE = sys.byteorder == "little"
 
 
@@ -36,7 +40,7 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 class OffsetIndex:
     """The offset index of one segment: maps batch last offsets to batch start positions."""
 
-    __slots__ = ("path", "base_offset", "max_entries", "_fd", "_rel", "_pos", "corrupt")
+    __slots__ = ("path", "base_offset", "max_entries", "_fd", "_rel", "_pos", "corrupt", "_pending")
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         """Open or create ``path``; a file whose size is not a multiple of 8 is flagged ``corrupt``."""
@@ -46,6 +50,7 @@ class OffsetIndex:
         self._rel = array("i")
         self._pos = array("i")
         self.corrupt = False
+        self._pending = bytearray()  # entries not yet written to the file
         try:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             size = os.fstat(self._fd).st_size
@@ -117,10 +122,9 @@ class OffsetIndex:
             )
         if len(self._rel) >= self.max_entries:
             raise ValueError(f"Attempt to append to a full index (size = {len(self._rel)}).")
-        try:
-            _write_all(self._fd, ENTRY.pack(rel, position))
-        except OSError as e:
-            raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
+        self._pending += ENTRY.pack(rel, position)
+        if len(self._pending) >= PENDING_BYTES:
+            self.write_pending()
         self._rel.append(rel)
         self._pos.append(position)
 
@@ -131,6 +135,7 @@ class OffsetIndex:
     def truncate_to_entries(self, n: int) -> None:
         if n >= len(self._rel):
             return
+        self.write_pending()
         del self._rel[n:]
         del self._pos[n:]
         try:
@@ -140,16 +145,28 @@ class OffsetIndex:
 
     def reset(self) -> None:
         """Empty the index (before a rebuild)."""
+        self._pending.clear()
         self._rel = array("i")
         self._pos = array("i")
         self.corrupt = False
         os.ftruncate(self._fd, 0)
 
+    def write_pending(self) -> None:
+        """Write buffered entries; called when enough accumulate and on flush, close, roll, truncate."""
+        if self._pending:
+            try:
+                _write_all(self._fd, self._pending)
+            except OSError as e:
+                raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
+            self._pending.clear()
+
     def flush(self) -> None:
+        self.write_pending()
         os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
+            self.write_pending()
             os.close(self._fd)
             self._fd = -1
 

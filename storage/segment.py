@@ -627,6 +627,8 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index, as Kafka does when a segment is rolled."""
         self.time_index.maybe_append(self._ensure_max_ts(), self._offset_of_max_ts, skip_full_check=True)
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
 
     # --- transactions --------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from storage.errors import KafkaStorageError, LogSegmentOffsetOverflow
-from storage.offset_index import INT32_MAX, _write_all
+from storage.offset_index import INT32_MAX, PENDING_BYTES, _write_all
 
 ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = ENTRY.size  # 12
@@ -29,7 +29,7 @@ class TimestampOffset(NamedTuple):
 class TimeIndex:
     """The time index of one segment."""
 
-    __slots__ = ("path", "base_offset", "max_entries", "_fd", "_ts", "_rel", "corrupt")
+    __slots__ = ("path", "base_offset", "max_entries", "_fd", "_ts", "_rel", "corrupt", "_pending")
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         self.path = path
@@ -38,6 +38,7 @@ class TimeIndex:
         self._ts = array("q")
         self._rel = array("i")
         self.corrupt = False
+        self._pending = bytearray()  # entries not yet written to the file
         try:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             size = os.fstat(self._fd).st_size
@@ -103,10 +104,9 @@ class TimeIndex:
                 raise LogSegmentOffsetOverflow(
                     f"offset {offset} overflows index with base {self.base_offset}"
                 )
-            try:
-                _write_all(self._fd, ENTRY.pack(timestamp, rel))
-            except OSError as e:
-                raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
+            self._pending += ENTRY.pack(timestamp, rel)
+            if len(self._pending) >= PENDING_BYTES:
+                self.write_pending()
             self._ts.append(timestamp)
             self._rel.append(rel)
 
@@ -117,6 +117,7 @@ class TimeIndex:
     def truncate_to_entries(self, n: int) -> None:
         if n >= len(self._ts):
             return
+        self.write_pending()
         del self._ts[n:]
         del self._rel[n:]
         try:
@@ -125,16 +126,28 @@ class TimeIndex:
             raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
 
     def reset(self) -> None:
+        self._pending.clear()
         self._ts = array("q")
         self._rel = array("i")
         self.corrupt = False
         os.ftruncate(self._fd, 0)
 
+    def write_pending(self) -> None:
+        """Write buffered entries; called when enough accumulate and on flush, close, roll, truncate."""
+        if self._pending:
+            try:
+                _write_all(self._fd, self._pending)
+            except OSError as e:
+                raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
+            self._pending.clear()
+
     def flush(self) -> None:
+        self.write_pending()
         os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
+            self.write_pending()
             os.close(self._fd)
             self._fd = -1
 

@@ -23,6 +23,7 @@ def test_offset_index_bytes_and_lookup(tmp_path):
     idx = OffsetIndex(p, 100, 1024)
     for rel, pos in [(3, 0), (10, 4200), (25, 8500)]:
         idx.append(100 + rel, pos)
+    idx.write_pending()  # entries are buffered until flush/close/roll/truncate
     assert decode_offset_index(read_bytes(p)) == [(3, 0), (10, 4200), (25, 8500)]
     assert idx.lookup(99) == (100, 0)  # below every entry: (base offset, 0)
     assert idx.lookup(103) == (103, 0)
@@ -58,6 +59,7 @@ def test_time_index_bytes_and_rules(tmp_path):
     ti.maybe_append(1000, 52)
     ti.maybe_append(1000, 55)  # same timestamp: ignored
     ti.maybe_append(2000, 60)
+    ti.write_pending()
     assert decode_time_index(read_bytes(p)) == [(1000, 2), (2000, 10)]
     assert ti.lookup(999) == (-1, 50)
     assert ti.lookup(1500) == (1000, 52)

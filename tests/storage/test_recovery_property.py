@@ -66,25 +66,26 @@ def _check_log(d: str, cfg: LogConfig, expected: list[tuple[int, list[dict]]]) -
             for off in range(b["base"], b["last"] + 1):
                 got = decode_log(bytes(plog.read(off, 1, min_one_message=True).records))
                 assert (got[0]["base"], got[0]["last"]) == (b["base"], b["last"])
-        # the rebuilt indexes are exactly Kafka's rule over the surviving batches
-        for seg in plog.segments:
-            with open(seg.log_path, "rb") as f:
-                seg_batches = decode_log(f.read())
-            with open(seg.offset_index.path, "rb") as f:
-                got_index = decode_offset_index(f.read())
-            with open(seg.time_index.path, "rb") as f:
-                got_time = decode_time_index(f.read())
-            if seg_batches:
-                want_index, want_time = kafka_index_rule(seg_batches, cfg.index_interval_bytes)
-                assert got_index == want_index
-                assert got_time[: len(want_time)] == want_time
-                ts = [t for t, _ in got_time]
-                assert ts == sorted(set(ts))
-                assert got_time[-1][0] == max(x["max_ts"] for x in seg_batches)
-            else:
-                assert got_index == [] and got_time == []
+        segments = plog.segments
     finally:
         plog.close()
+    # the rebuilt indexes are exactly Kafka's rule over the surviving batches
+    for seg in segments:
+        with open(seg.log_path, "rb") as f:
+            seg_batches = decode_log(f.read())
+        with open(seg.offset_index.path, "rb") as f:
+            got_index = decode_offset_index(f.read())
+        with open(seg.time_index.path, "rb") as f:
+            got_time = decode_time_index(f.read())
+        if seg_batches:
+            want_index, want_time = kafka_index_rule(seg_batches, cfg.index_interval_bytes)
+            assert got_index == want_index
+            assert got_time[: len(want_time)] == want_time
+            ts = [t for t, _ in got_time]
+            assert ts == sorted(set(ts))
+            assert got_time[-1][0] == max(x["max_ts"] for x in seg_batches)
+        else:
+            assert got_index == [] and got_time == []
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
