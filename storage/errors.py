@@ -49,6 +49,12 @@ class InvalidConfig(StorageError):
     error_code = 40
 
 
+class PolicyViolation(StorageError):
+    """DeleteRecords on a topic whose cleanup.policy has no 'delete' (POLICY_VIOLATION)."""
+
+    error_code = 44
+
+
 class KafkaStorageError(StorageError):
     """An I/O failure on a log directory (KAFKA_STORAGE_ERROR)."""
 

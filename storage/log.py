@@ -30,6 +30,7 @@ from storage.errors import (
     InvalidTimestamp,
     KafkaStorageError,
     OffsetOutOfRange,
+    PolicyViolation,
     RecordBatchTooLarge,
     RecordTooLarge,
 )
@@ -814,8 +815,17 @@ class PartitionLog:
             listener.on_truncate(self, new_offset)
 
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: advance the log start offset to ``offset`` (<= high watermark) and drop
-        the segments wholly below it. Returns the new log start offset (the low watermark)."""
+        """DeleteRecords: advance the log start offset to ``offset`` (-1 = the high watermark) and
+        drop the segments wholly below it. Returns the new log start offset (the low watermark).
+
+        As Kafka's Partition.deleteRecordsOnLeader: POLICY_VIOLATION unless cleanup.policy has
+        'delete'; OFFSET_OUT_OF_RANGE beyond the high watermark."""
+        if not self.config.delete:
+            raise PolicyViolation(
+                f"Records of partition {self.topic}-{self.partition} can not be deleted due to the configured policy"
+            )
+        if offset == -1:
+            offset = self.high_watermark
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(
                 f"Cannot increment the log start offset to {offset} of partition {self.topic}-{self.partition} "

@@ -122,6 +122,7 @@ class LogSegment:
             self._size = os.fstat(self._fd).st_size
         except OSError as e:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {e}") from e
+        self._index_missing = self._index_missing and self._size > 0
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX, base_offset, max_index_size)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX, base_offset, max_index_size)
         self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX, base_offset)

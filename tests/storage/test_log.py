@@ -9,7 +9,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from protocol.records import build_batch, validate_batches
 from storage import segment as segment_mod
-from storage.errors import InvalidTimestamp, OffsetOutOfRange, RecordTooLarge
+from storage.errors import InvalidTimestamp, OffsetOutOfRange, PolicyViolation, RecordTooLarge
 from storage.log import AppendResult, LogListener, PartitionLog
 from storage.log_config import LogConfig
 from storage.txn_index import AbortedTxn
@@ -156,7 +156,14 @@ def test_upper_bound_and_out_of_range(tmp_path):
     assert decode_log(bytes(plog.read(4, 100).records))[0]["base"] == 4
     with pytest.raises(OffsetOutOfRange):
         plog.delete_records_before(11)
+    assert plog.delete_records_before(-1) == 10  # -1: up to the high watermark
     plog.close()
+    compacted = open_log(tmp_path / "c", LogConfig(cleanup_policy=("compact",)))
+    append_batch(compacted, 1, timestamp=T0)
+    with pytest.raises(PolicyViolation) as e:
+        compacted.delete_records_before(1)
+    assert e.value.error_code == 44
+    compacted.close()
 
 
 def test_offset_for_timestamp_per_record_and_max_timestamp(tmp_path):
