@@ -46,6 +46,7 @@ from storage.segment import (
     LogSegment,
     TimestampAndOffset,
 )
+from storage.time_index import TimestampOffset
 from storage.txn_index import AbortedTxn
 
 log = structlog.get_logger(__name__)
@@ -753,8 +754,9 @@ class PartitionLog:
                 return seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
         return None
 
-    def max_timestamp_and_offset(self) -> OffsetAndTimestamp | None:
-        """ListOffsets MAX_TIMESTAMP (-3): the first record carrying the largest timestamp."""
+    def max_timestamp_and_offset(self) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP (-3): (timestamp, offset) of the first record carrying the
+        largest timestamp; note the order follows the name (offset_for_timestamp's is reversed)."""
         best = None
         for seg in self._segments:
             if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
@@ -762,7 +764,7 @@ class PartitionLog:
         if best is None or best.max_timestamp_so_far < 0:
             return None
         found = best.find_max_timestamp()
-        return None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
+        return None if found is None else TimestampOffset(found.timestamp, found.offset)
 
     # --- truncation / start offset / retention -------------------------------------------------
 

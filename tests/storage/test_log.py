@@ -176,11 +176,11 @@ def test_offset_for_timestamp_per_record_and_max_timestamp(tmp_path):
     assert plog.offset_for_timestamp(T0 + 31) == (3, T0 + 40)
     assert plog.offset_for_timestamp(T0 + 55) == (4, T0 + 90)
     assert plog.offset_for_timestamp(T0 + 91) is None
-    assert plog.max_timestamp_and_offset() == (4, T0 + 90)
+    assert plog.max_timestamp_and_offset() == (T0 + 90, 4)
     assert plog.find_offset_by_timestamp(T0 + 11).leader_epoch == 0
     plog.close()
     again = open_log(tmp_path)
-    assert again.max_timestamp_and_offset() == (4, T0 + 90)
+    assert again.max_timestamp_and_offset() == (T0 + 90, 4)
     # Kafka: the first batch whose max timestamp >= target, then its first record >= target
     assert again.offset_for_timestamp(T0 + 65) == (4, T0 + 90)
     again.close()
