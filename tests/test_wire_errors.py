@@ -1,0 +1,196 @@
+"""Bad input gets a clear error or a closed connection, and the broker keeps serving."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
+from protocol.records import build_batch
+from tests.broker_process import BrokerProcess
+from tests.raw_client import RawClient
+
+
+def _create(bootstrap: str, name: str, partitions: int = 1, configs: dict | None = None) -> int:
+    req = CreateTopicsRequest[5](
+        topics=[CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+            configs=[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=k, value=v)
+                     for k, v in (configs or {}).items()])],
+        timeout_ms=10000, validate_only=False)
+    with RawClient(bootstrap) as c:
+        return c.send(req, 5).topics[0].error_code
+
+
+def _produce(bootstrap: str, topic: str, records: bytes, version: int = 9, partition: int = 0, acks: int = -1):
+    req = ProduceRequest[version](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
+    with RawClient(bootstrap) as c:
+        resp = c.send(req, version)
+    return resp.responses[0].partition_responses[0]
+
+
+def _still_serving(bootstrap: str) -> None:
+    with RawClient(bootstrap) as c:
+        resp = c.send(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"), 3)
+        assert resp.error_code == 0
+
+
+def _batch(n: int = 3, size: int = 10) -> bytearray:
+    return build_batch([(b"k%d" % i, b"v" * size) for i in range(n)], timestamp=int(time.time() * 1000))
+
+
+def test_api_versions_unknown_version_gets_v0_error(broker):
+    with RawClient(broker.bootstrap) as c:
+        body = struct.pack(">hhih", 18, 99, 7, 1) + b"x" + b"\x00\x00\x00"
+        c.send_bytes(struct.pack(">i", len(body)) + body)
+        frame = c.recv_frame()
+    corr, err, count = struct.unpack_from(">ihi", frame, 0)
+    assert (corr, err, count) == (7, 35, 1)
+    assert struct.unpack_from(">hhh", frame, 10) == (18, 0, 4)
+
+
+def test_api_versions_advertises_what_clients_need(broker):
+    with RawClient(broker.bootstrap) as c:
+        resp = c.send(ApiVersionsRequest[0](), 0)
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert ranges[0][0] == 0  # Produce min 0 for old librdkafka (KAFKA-18659)
+    assert ranges[1] == (4, 17)
+    assert ranges[2][1] >= 10  # kafka-python infers broker >= 4.0 from ListOffsets v10
+    assert ranges[3] == (0, 13)
+    assert ranges[18] == (0, 4)
+
+
+@pytest.mark.parametrize("garbage", [
+    struct.pack(">i", -5),  # negative size
+    struct.pack(">i", 3) + b"abc",  # shorter than a header
+    struct.pack(">i", 12) + struct.pack(">hhih", 9999, 0, 1, 0) + b"\x00\x00",  # unknown API key
+    struct.pack(">i", 12) + struct.pack(">hhih", 3, 77, 1, 0) + b"\x00\x00",  # unsupported Metadata version
+    struct.pack(">i", 12) + struct.pack(">hhih", 3, 1, 1, 5000) + b"\x00\x00",  # client id past the frame
+    struct.pack(">i", 14) + struct.pack(">hhih", 19, 5, 1, -1) + b"\xff\xff\xff\xff",  # garbage body
+])
+def test_garbage_closes_connection_only(broker, garbage):
+    with RawClient(broker.bootstrap) as c:
+        c.send_bytes(garbage)
+        assert c.is_closed()
+    _still_serving(broker.bootstrap)
+
+
+def test_frame_over_socket_request_max_bytes(tmp_path):
+    b = BrokerProcess(tmp_path / "d", overrides={"socket.request.max.bytes": "1000"}).start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            c.send_bytes(struct.pack(">i", 5000) + b"\x00" * 100)
+            assert c.is_closed()
+        _still_serving(b.bootstrap)
+    finally:
+        assert b.stop() == 0
+
+
+def test_corrupt_crc_is_rejected_and_nothing_appended(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    batch = _batch()
+    batch[-1] ^= 0xFF
+    resp = _produce(broker.bootstrap, topic_name, bytes(batch))
+    assert resp.error_code == 2  # CORRUPT_MESSAGE
+    good = _produce(broker.bootstrap, topic_name, bytes(_batch()))
+    assert (good.error_code, good.base_offset) == (0, 0)
+
+
+def test_truncated_batch_is_corrupt(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    resp = _produce(broker.bootstrap, topic_name, bytes(_batch())[:-7])
+    assert resp.error_code == 2
+
+
+def test_batch_over_max_message_bytes(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name, configs={"max.message.bytes": "2000"}) == 0
+    resp = _produce(broker.bootstrap, topic_name, bytes(_batch(n=5, size=1000)))
+    assert resp.error_code == 10  # MESSAGE_TOO_LARGE
+    ok = _produce(broker.bootstrap, topic_name, bytes(_batch(n=1, size=100)))
+    assert (ok.error_code, ok.base_offset) == (0, 0)
+
+
+def test_magic_v1_message_set_rejected(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    # A legacy v1 message: offset, size, crc, magic=1, attributes, timestamp, key, value.
+    body = struct.pack(">bbqi", 1, 0, 0, -1) + struct.pack(">i", 1) + b"v"
+    msg = struct.pack(">i", 0) + body
+    legacy = struct.pack(">qi", 0, len(msg)) + msg
+    resp = _produce(broker.bootstrap, topic_name, legacy)
+    assert resp.error_code == 87  # INVALID_RECORD, as Kafka 4's ProduceRequest.validateRecords
+
+
+def test_zstd_requires_produce_v7(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    batch = _batch()
+    struct.pack_into(">h", batch, 21, 4)  # claim zstd; the CRC then fails, but version comes first
+    from crc32c import crc32c
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    resp = _produce(broker.bootstrap, topic_name, bytes(batch), version=6)
+    assert resp.error_code == 76  # UNSUPPORTED_COMPRESSION_TYPE
+
+
+def test_invalid_required_acks(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    resp = _produce(broker.bootstrap, topic_name, bytes(_batch()), acks=2)
+    assert resp.error_code == 21
+
+
+def test_unknown_topic_with_auto_create_off(tmp_path):
+    b = BrokerProcess(tmp_path / "d", overrides={"auto.create.topics.enable": "false"}).start()
+    try:
+        resp = _produce(b.bootstrap, "nope", bytes(_batch()))
+        assert resp.error_code == 3
+        with RawClient(b.bootstrap) as c:
+            meta = c.send(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="nope")],
+                                             allow_auto_topic_creation=True), 9)
+        assert meta.topics[0].error_code == 3
+    finally:
+        assert b.stop() == 0
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "bad/name", "a" * 250, "spaces here", "ünïcode"])
+def test_bad_topic_name(broker, name):
+    assert _create(broker.bootstrap, name) == 17  # INVALID_TOPIC_EXCEPTION
+    if name:
+        with RawClient(broker.bootstrap) as c:
+            meta = c.send(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                                             allow_auto_topic_creation=True), 9)
+        assert meta.topics[0].error_code == 17
+
+
+def test_auto_create_on_metadata(broker, topic_name):
+    with RawClient(broker.bootstrap) as c:
+        meta = c.send(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)],
+                                          allow_auto_topic_creation=True), 12)
+    t = meta.topics[0]
+    assert t.error_code == 0 and t.name == topic_name and len(t.partitions) == 1
+    assert t.partitions[0].leader_id == 1 and t.partitions[0].leader_epoch == 0
+
+
+def test_fetch_out_of_range(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    _produce(broker.bootstrap, topic_name, bytes(_batch()))
+    req = FetchRequest[11](replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
+                               topic=topic_name, partitions=[FetchRequest.FetchTopic.FetchPartition(
+                                   partition=0, current_leader_epoch=-1, fetch_offset=99, log_start_offset=-1,
+                                   partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
+    with RawClient(broker.bootstrap) as c:
+        resp = c.send(req, 11)
+    p = resp.responses[0].partitions[0]
+    assert p.error_code == 1 and p.high_watermark == 3
+
+
+def test_duplicate_create_topic(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    assert _create(broker.bootstrap, topic_name) == 36  # TOPIC_ALREADY_EXISTS
+    assert _create(broker.bootstrap, topic_name + "-x", configs={"retention.ms": "abc"}) == 40  # INVALID_CONFIG
+    assert _create(broker.bootstrap, topic_name + "-y", configs={"no.such.config": "1"}) == 40
