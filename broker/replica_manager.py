@@ -190,14 +190,10 @@ class ReplicaManager:
             hw = plog.high_watermark
             lso = last_stable_offset(plog)
             upper = lso if committed else hw
-            result = plog.read(fetch_offset, max_bytes, upper, min_one_message)
-            records = result.records
-            aborted = None
-            if committed:
-                aborted = []
-                if records:
-                    aborted = plog.collect_aborted_txns(fetch_offset, _next_offset_after(records))
-            return FetchPartitionResult(ErrorCode.NONE, hw, lso, plog.log_start_offset, records, aborted)
+            result = plog.read(fetch_offset, max_bytes, upper, min_one_message, include_aborted_txns=committed)
+            return FetchPartitionResult(
+                ErrorCode.NONE, hw, lso, plog.log_start_offset, result.records, result.aborted_txns
+            )
         except Exception as e:  # noqa: BLE001
             code = error_code_of(e)
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -258,14 +254,3 @@ class ReplicaManager:
 def last_stable_offset(plog: PartitionLog) -> int:
     """The LSO: the first offset of the earliest open transaction, else the high watermark."""
     return ProducerStateLogListener.of(plog).last_stable_offset(plog)
-
-
-def _next_offset_after(records: bytes | memoryview) -> int:
-    """Offset after the last whole batch in a fetched byte range."""
-    last = None
-    for pos, _size in rec.iter_batch_positions(records):
-        last = pos
-    if last is None:
-        return -1
-    info = rec.read_header(records, last)
-    return info.next_offset

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from storage.log_config import TOPIC_CONFIGS
-
 from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
 from protocol.messages import response_class
+from storage.log_config import TOPIC_CONFIGS, format_config_value
 
 Response = response_class(32)
 Result = Response.DescribeConfigsResult
@@ -60,15 +59,16 @@ def topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]
         synonym = d.broker_synonym
         if synonym and broker.config.is_set(synonym):
             synonyms.append((synonym, _fmt(broker.config.get(synonym)), SOURCE_STATIC_BROKER))
+        default = format_config_value(name, d.default)
         if synonym:
-            synonyms.append((synonym, _fmt(defaults.get(name, d.default)) if not broker.config.is_set(synonym)
-                             else _fmt(d.default), SOURCE_DEFAULT))
+            synonyms.append((synonym, defaults.get(name, default) if not broker.config.is_set(synonym)
+                             else default, SOURCE_DEFAULT))
         if name in overrides:
             value, source = overrides[name], SOURCE_TOPIC
         elif synonym and broker.config.is_set(synonym):
-            value, source = defaults.get(name, _fmt(d.default)), SOURCE_STATIC_BROKER
+            value, source = defaults.get(name, default), SOURCE_STATIC_BROKER
         else:
-            value, source = defaults.get(name, _fmt(d.default)), SOURCE_DEFAULT
+            value, source = defaults.get(name, default), SOURCE_DEFAULT
         out.append(ConfigValue(name, _fmt(value), source, d.type, False, False, synonyms))
     return out
 

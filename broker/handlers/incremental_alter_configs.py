@@ -7,7 +7,7 @@ configs are static here: altering them answers INVALID_REQUEST.
 
 from __future__ import annotations
 
-from storage.log_config import TOPIC_CONFIGS
+from storage.log_config import TOPIC_CONFIGS, format_config_value
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
@@ -34,7 +34,7 @@ def apply_ops(current: dict[str, str], ops) -> dict[str, str]:
             if d.type != "list":
                 raise KafkaError(ErrorCode.INVALID_CONFIG,
                                  f"Config value append is not allowed for config key: {op.name}")
-            items = [v for v in configs.get(op.name, str(d.default or "")).split(",") if v]
+            items = [v for v in configs.get(op.name, format_config_value(op.name, d.default)).split(",") if v]
             values = [v for v in (op.value or "").split(",") if v]
             if op.config_operation == APPEND:
                 items += [v for v in values if v not in items]

@@ -1,0 +1,120 @@
+"""Admin APIs through stock admin clients: topics, partitions, configs, cluster."""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KpNewTopic
+
+
+def _admin(broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def test_create_describe_delete_topic(broker, topic_name):
+    admin = _admin(broker)
+    admin.create_topics([NewTopic(topic_name, 4, 1, config={"retention.ms": "3600000"})])[topic_name].result(15)
+    md = admin.list_topics(timeout=10)
+    assert topic_name in md.topics and len(md.topics[topic_name].partitions) == 4
+    res = ConfigResource(ResourceType.TOPIC, topic_name)
+    configs = admin.describe_configs([res])[res].result(15)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.ms"].source == 1  # DYNAMIC_TOPIC_CONFIG
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["segment.bytes"].value == "1073741824"
+    assert configs["segment.bytes"].is_default
+    admin.delete_topics([topic_name])[topic_name].result(15)
+    assert topic_name not in admin.list_topics(timeout=10).topics
+
+
+def test_validate_only_creates_nothing(broker, topic_name):
+    admin = _admin(broker)
+    admin.create_topics([NewTopic(topic_name, 2, 1)], validate_only=True)[topic_name].result(15)
+    assert topic_name not in admin.list_topics(timeout=10).topics
+
+
+def test_replication_factor_above_one_is_accepted(broker, topic_name):
+    admin = _admin(broker)
+    admin.create_topics([NewTopic(topic_name, 1, 3)])[topic_name].result(15)
+    p = admin.list_topics(topic_name, timeout=10).topics[topic_name].partitions[0]
+    assert p.replicas == [1] and p.isrs == [1]
+
+
+def test_create_partitions(broker, topic_name):
+    admin = _admin(broker)
+    admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(15)
+    admin.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(15)
+    assert len(admin.list_topics(topic_name, timeout=10).topics[topic_name].partitions) == 5
+    fut = admin.create_partitions([NewPartitions(topic_name, 3)])[topic_name]
+    try:
+        fut.result(15)
+        raise AssertionError("shrinking partitions must fail")
+    except Exception as e:  # noqa: BLE001
+        assert "INVALID_PARTITIONS" in str(e)
+
+
+def test_incremental_alter_configs(broker, topic_name):
+    admin = _admin(broker)
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(15)
+    res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+    ])
+    admin.incremental_alter_configs([res])[res].result(15)
+    d = ConfigResource(ResourceType.TOPIC, topic_name)
+    configs = admin.describe_configs([d])[d].result(15)
+    assert configs["retention.bytes"].value == "1048576"
+    assert configs["cleanup.policy"].value == "delete,compact"
+    res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("retention.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([res])[res].result(15)
+    configs = admin.describe_configs([d])[d].result(15)
+    assert configs["retention.bytes"].value == "-1"
+
+
+def test_broker_configs_and_cluster(broker):
+    admin = _admin(broker)
+    res = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([res])[res].result(15)
+    assert configs["num.partitions"].value == "1"
+    assert configs["message.max.bytes"].value == "1048588"
+    cluster = admin.describe_cluster(request_timeout=10).result(15)
+    assert cluster.controller.id == 1 and [n.id for n in cluster.nodes] == [1]
+    assert cluster.cluster_id
+
+
+def test_kafka_python_admin(broker, topic_name):
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([KpNewTopic(topic_name, 3, 1)])
+        assert topic_name in admin.list_topics()
+        desc = admin.describe_topics([topic_name])
+        assert len(desc[0]["partitions"]) == 3
+        admin.delete_topics([topic_name])
+        assert topic_name not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_topic_metadata_survives_restart(fresh_broker, topic_name):
+    b = fresh_broker.start()
+    admin = _admin(b)
+    admin.create_topics([NewTopic(topic_name, 3, 1, config={"retention.ms": "123456"})])[topic_name].result(15)
+    before = admin.list_topics(topic_name, timeout=10)
+    del admin
+    assert b.stop() == 0
+    b.start()
+    admin = _admin(b)
+    after = admin.list_topics(topic_name, timeout=10)
+    assert len(after.topics[topic_name].partitions) == 3
+    assert after.cluster_id == before.cluster_id
+    res = ConfigResource(ResourceType.TOPIC, topic_name)
+    assert admin.describe_configs([res])[res].result(15)["retention.ms"].value == "123456"
