@@ -194,3 +194,57 @@ def test_duplicate_create_topic(broker, topic_name):
     assert _create(broker.bootstrap, topic_name) == 36  # TOPIC_ALREADY_EXISTS
     assert _create(broker.bootstrap, topic_name + "-x", configs={"retention.ms": "abc"}) == 40  # INVALID_CONFIG
     assert _create(broker.bootstrap, topic_name + "-y", configs={"no.such.config": "1"}) == 40
+
+
+def _fetch_req(topic: str, offset: int, *, max_wait: int = 0, min_bytes: int = 1, max_bytes: int = 1 << 20,
+               partition_max: int = 1 << 20):
+    return FetchRequest[11](replica_id=-1, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
+                            isolation_level=0, session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
+                                topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
+                                    partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                                    log_start_offset=-1, partition_max_bytes=partition_max)])],
+                            forgotten_topics_data=[], rack_id="")
+
+
+def test_fetch_returns_whole_first_batch_even_if_larger_than_limits(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    big = _batch(n=5, size=2000)
+    assert _produce(broker.bootstrap, topic_name, bytes(big)).error_code == 0
+    assert _produce(broker.bootstrap, topic_name, bytes(_batch())).error_code == 0
+    with RawClient(broker.bootstrap) as c:
+        resp = c.send(_fetch_req(topic_name, 0, max_bytes=100, partition_max=100), 11)
+    p = resp.responses[0].partitions[0]
+    assert p.error_code == 0 and p.high_watermark == 8
+    assert len(p.records) == len(big)  # exactly the first batch, whole, and not the second
+
+
+def test_fetch_long_poll_is_woken_by_append(broker, topic_name):
+    import threading
+
+    assert _create(broker.bootstrap, topic_name) == 0
+    result = {}
+
+    def fetch():
+        with RawClient(broker.bootstrap) as c:
+            start = time.monotonic()
+            result["resp"] = c.send(_fetch_req(topic_name, 0, max_wait=10000, min_bytes=1), 11)
+            result["elapsed"] = time.monotonic() - start
+
+    t = threading.Thread(target=fetch)
+    t.start()
+    time.sleep(0.5)
+    assert _produce(broker.bootstrap, topic_name, bytes(_batch())).error_code == 0
+    t.join(15)
+    assert result["elapsed"] < 5, result["elapsed"]
+    assert len(result["resp"].responses[0].partitions[0].records) > 0
+
+
+def test_fetch_long_poll_times_out_empty(broker, topic_name):
+    assert _create(broker.bootstrap, topic_name) == 0
+    with RawClient(broker.bootstrap) as c:
+        start = time.monotonic()
+        resp = c.send(_fetch_req(topic_name, 0, max_wait=300, min_bytes=1), 11)
+        elapsed = time.monotonic() - start
+    assert 0.25 < elapsed < 3
+    assert resp.responses[0].partitions[0].error_code == 0
+    assert not resp.responses[0].partitions[0].records
