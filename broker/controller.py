@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import structlog
-from storage.errors import InvalidConfig
-from storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from broker.metadata import TopicInfo, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
+from storage.errors import InvalidConfig
+from storage.log_config import TOPIC_CONFIGS, LogConfig
 
 if TYPE_CHECKING:
     from broker.broker import Broker

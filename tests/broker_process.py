@@ -69,7 +69,7 @@ class BrokerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
         env.update(self.env)
         env["PYTHONPATH"] = str(ROOT)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -9,7 +9,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic as KpNewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KpNewTopic
 
 N = 10_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

@@ -7,11 +7,10 @@ configs are static here: altering them answers INVALID_REQUEST.
 
 from __future__ import annotations
 
-from storage.log_config import TOPIC_CONFIGS, format_config_value
-
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_class
+from storage.log_config import TOPIC_CONFIGS, format_config_value
 
 Response = response_class(44)
 Result = Response.AlterConfigsResourceResponse
