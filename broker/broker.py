@@ -50,6 +50,7 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator = None
         self.txn_coordinator = None
+        self.producer_ids = None  # coordinator.producer_ids.ProducerIdManager, set in start() (issue 4)
         self._servers: list = []
         self._periodic: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
@@ -61,6 +62,7 @@ class Broker:
 
     async def start(self) -> None:
         from broker.handlers.registry import load_all
+        from broker.metrics_http import start_metrics
         from broker.server import start_listeners
 
         load_all()
@@ -77,11 +79,19 @@ class Broker:
         self.log_manager.startup(now_ms=int(time.time() * 1000))
         self._reconcile_partitions()
         self.replica_manager = ReplicaManager(self)
+        # issue 4: producer ids (after the log dirs are locked: one process owns the block file)
+        from coordinator.producer_ids import ProducerIdManager, expire_idle_producers
+
+        self.producer_ids = ProducerIdManager(self.config.log_dirs[0], broker_id=self.node_id)
         await self._start_coordinators()
         self._servers = await start_listeners(self)
+        await start_metrics(self)  # collectors; /metrics when metrics.port > 0
         self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick)
         self._schedule(min(self.config.log_flush_interval_ms, 1000), self._flush_tick)
         self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        # issue 4: Kafka's PeriodicProducerExpirationCheck, for every partition
+        self._schedule(self.config.get("producer.id.expiration.check.interval.ms"),
+                       lambda: expire_idle_producers(self.log_manager))
         log.info("broker started", node_id=self.node_id, cluster_id=self.cluster_id,
                  log_dirs=self.config.log_dirs, ports=self.bound_ports,
                  startup_ms=round((time.time() - self.started_at) * 1000, 1))

@@ -1,0 +1,66 @@
+"""InitProducerId (key 22), v0-5 (v6, KIP-939 two-phase commit, is unstable in Kafka 4.x and not
+advertised).
+
+Kafka 4.3.1's KafkaApis.handleInitProducerIdRequest + TransactionCoordinator.handleInitProducerId:
+
+- ``producer_id``/``producer_epoch`` (v3+, KIP-360) must be both -1 or both set; exactly one -1
+  is INVALID_REQUEST (producer id -1, epoch -1), whatever the transactional id.
+- ``transactional_id`` null (idempotent producer): the coordinator "blindly accepts" and returns
+  a brand-new producer id with epoch 0, ignoring ``producer_id``/``producer_epoch`` (an
+  idempotent producer recovers from a sequence error by taking a new id, not by bumping) and not
+  checking ``transaction_timeout_ms``. A failure to allocate is that exception's error code
+  with id -1 / epoch -1.
+- ``transactional_id`` set: timeout validation, fencing, epoch bumps, rotation at Short.MAX and
+  CONCURRENT_TRANSACTIONS belong to ``broker.txn_coordinator.handle_init_producer_id``;
+  COORDINATOR_NOT_AVAILABLE while the broker has no transaction coordinator.
+- v0-3 answer PRODUCER_FENCED as INVALID_PRODUCER_EPOCH: those clients do not know code 90.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(22)
+log = structlog.get_logger(__name__)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+def _response(version: int, code: int, producer_id: int, producer_epoch: int):
+    if version < 4 and code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return Response(throttle_time_ms=0, error_code=int(code), producer_id=producer_id, producer_epoch=producer_epoch)
+
+
+def _error(version: int, code: int):
+    return _response(version, code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+
+
+async def _transactional(ctx, req, producer_id: int, producer_epoch: int):
+    code, pid, epoch = await ctx.broker.txn_coordinator.handle_init_producer_id(
+        req.transactional_id, req.transaction_timeout_ms, producer_id, producer_epoch, ctx.api_version
+    )
+    return _response(ctx.api_version, code, pid, epoch)
+
+
+@api(22, (0, 5))
+def handle(ctx, req):
+    version = ctx.api_version
+    producer_id, producer_epoch = req.producer_id, req.producer_epoch
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return _error(version, ErrorCode.INVALID_REQUEST)
+    if req.transactional_id is not None:
+        if ctx.broker.txn_coordinator is None:
+            return _error(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return _transactional(ctx, req, producer_id, producer_epoch)
+    try:
+        return _response(version, ErrorCode.NONE, ctx.broker.producer_ids.generate(), 0)
+    except Exception as e:  # noqa: BLE001 - Kafka answers Errors.forException(e)
+        code = getattr(e, "error_code", None)
+        log.exception("producer id allocation failed")
+        return _error(version, ErrorCode(code) if code is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
