@@ -102,6 +102,12 @@ class Broker:
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
         self.shutdown_hooks.append(lambda broker: broker.group_coordinator.shutdown())
+        # Transactions (issue 5): loads __transaction_state in the background; stopped first.
+        from coordinator.txn.coordinator import TransactionCoordinator
+
+        self.txn_coordinator = TransactionCoordinator(self)
+        await self.txn_coordinator.start()
+        self.shutdown_hooks.insert(0, lambda broker: broker.txn_coordinator.shutdown())
         for hook in self.startup_hooks:
             await hook(self)
 

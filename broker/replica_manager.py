@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from coordinator.txn.verification import verify_produce
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
-from storage.producer_state import ProducerStateLogListener
+from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -103,7 +104,15 @@ class ReplicaManager:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request has no records for the partition")
             buf = bytearray(records)
             batches = self._validate(buf, api_version, plog)
-            result = self.append_validated(topic, partition, plog, buf, batches)
+            # KIP-890: a transactional batch needs its partition in the producer's transaction.
+            guard = verify_produce(self.broker, plog, transactional_id, batches[0], api_version)
+            if guard is None:
+                result = self.append_validated(topic, partition, plog, buf, batches)
+            else:
+                with ProducerStateLogListener.of(plog).appending(
+                    AppendOrigin.CLIENT, verify_transactions=True, verification_guard=guard
+                ):
+                    result = self.append_validated(topic, partition, plog, buf, batches)
             self.broker.metrics.bytes_in.labels(topic).inc(len(buf))
             self.broker.metrics.messages_in.labels(topic).inc(sum(b.records_count for b in batches))
             return result

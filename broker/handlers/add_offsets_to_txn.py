@@ -1,0 +1,37 @@
+"""AddOffsetsToTxn (key 25), v0-4.
+
+Adds the group's ``__consumer_offsets`` partition (``abs(hash(group_id)) %
+offsets.topic.num.partitions``) to the producer's transaction, exactly as AddPartitionsToTxn
+would (TV0: the request only comes from TV1 clients), so the COMMIT/ABORT marker later lands
+there and applies or drops the TxnOffsetCommit offsets. v0-1 answer PRODUCER_FENCED as
+INVALID_PRODUCER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from coordinator.txn.state import TV_0
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import response_class
+
+Response = response_class(25)
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@api(25, (0, 4))
+async def handle(ctx, req):
+    broker = ctx.broker
+    txn, gc = broker.txn_coordinator, broker.group_coordinator
+    if txn is None or gc is None:
+        return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    try:
+        gc.ensure_offsets_topic()
+    except KafkaError as e:
+        return Response(throttle_time_ms=0, error_code=e.code)
+    partition = (OFFSETS_TOPIC, gc.partition_for(req.group_id))
+    code = await txn.handle_add_partitions_to_transaction(
+        req.transactional_id, req.producer_id, req.producer_epoch, {partition}, TV_0,
+    )
+    if ctx.api_version < 2 and code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return Response(throttle_time_ms=0, error_code=code)

@@ -1,0 +1,72 @@
+"""AddPartitionsToTxn (key 24), v0-5.
+
+v0-3 come from producers (TV1): one transactional id, its producer id/epoch and the partitions
+it is about to write; the coordinator adds them (Empty/Complete* -> Ongoing, written to
+``__transaction_state`` before the answer). Every partition of the request gets the same error.
+v4-5 are the broker-to-broker batched form (Kafka requires CLUSTER_ACTION; there is no
+authorizer here): several transactions, each either added (TV2 semantics) or, with
+``verify_only``, checked partition by partition (KIP-890: NONE if in the transaction, else
+TRANSACTION_ABORTABLE), and a top-level error code (NONE).
+
+As KafkaApis does: a partition of an unknown topic fails the whole transaction's request with
+UNKNOWN_TOPIC_OR_PARTITION on that partition and OPERATION_NOT_ATTEMPTED on the others; v0-1
+answer PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from coordinator.txn.state import TV_0, TV_2
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(24)
+Result = Response.AddPartitionsToTxnResult
+TopicResult = Response.AddPartitionsToTxnTopicResult
+PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+
+
+def _topic_results(errors: dict[tuple[str, int], int]) -> list:
+    by_topic: dict[str, list] = {}
+    for (topic, partition), code in errors.items():
+        by_topic.setdefault(topic, []).append(PartitionResult(partition_index=partition, partition_error_code=int(code)))
+    return [TopicResult(name=t, results_by_partition=parts) for t, parts in by_topic.items()]
+
+
+async def _one(ctx, transactional_id, producer_id: int, producer_epoch: int, topics, verify_only: bool
+               ) -> dict[tuple[str, int], int]:
+    broker = ctx.broker
+    version = ctx.api_version
+    requested = [(t.name, p) for t in topics for p in t.partitions]
+    unknown = {}
+    for topic, p in requested:
+        info = broker.metadata.get(topic)
+        if info is None or not 0 <= p < info.partitions:
+            unknown[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if unknown:
+        return {tp: unknown.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in requested}
+    txn = broker.txn_coordinator
+    if txn is None:
+        return dict.fromkeys(requested, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if verify_only:
+        return dict(txn.handle_verify_partitions_in_transaction(transactional_id, producer_id, producer_epoch,
+                                                                set(requested)))
+    code = await txn.handle_add_partitions_to_transaction(
+        transactional_id, producer_id, producer_epoch, set(requested), TV_2 if version > 3 else TV_0,
+    )
+    if version < 2 and code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return dict.fromkeys(requested, code)
+
+
+@api(24, (0, 5))
+async def handle(ctx, req):
+    if ctx.api_version < 4:
+        errors = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                            req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)
+        return Response(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors))
+    results = []
+    for t in req.transactions:
+        errors = await _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, bool(t.verify_only))
+        results.append(Result(transactional_id=t.transactional_id, topic_results=_topic_results(errors)))
+    return Response(throttle_time_ms=0, error_code=0, results_by_transaction=results)

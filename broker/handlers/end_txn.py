@@ -1,0 +1,36 @@
+"""EndTxn (key 26), v0-5.
+
+Commit or abort the producer's transaction. The answer comes once PrepareCommit/PrepareAbort is
+durable in ``__transaction_state``; the markers then go out to every partition of the
+transaction and CompleteCommit/CompleteAbort is written afterwards (new requests for the id get
+CONCURRENT_TRANSACTIONS until it is). v0-4 are Transactions V1 (the epoch stays); v5 is TV2,
+decided by the request version as Kafka does: the epoch is bumped and the new producer id/epoch
+are in the answer. v0-1 answer PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from coordinator.txn.state import TV_0, TV_2
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(26)
+
+
+@api(26, (0, 5))
+async def handle(ctx, req):
+    version = ctx.api_version
+    txn = ctx.broker.txn_coordinator
+    if txn is None:
+        code, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+    else:
+        code, pid, epoch = await txn.handle_end_transaction(
+            req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed),
+            TV_2 if version > 4 else TV_0,
+        )
+    if version < 2 and code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    if version >= 5:
+        return Response(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
+    return Response(throttle_time_ms=0, error_code=code)

@@ -1,0 +1,37 @@
+"""ListTransactions (key 66), v0-2 (kafka-transactions.sh list, Admin.listTransactions).
+
+Every transactional id this coordinator holds except Dead ones, filtered by state names
+(unknown names are echoed in ``unknown_state_filters``), producer ids, v1+ a minimum running
+duration (transactions started more than ``duration_filter`` ms ago) and v2+ a transactional-id
+regular expression (full match; an invalid one is INVALID_REGULAR_EXPRESSION).
+COORDINATOR_LOAD_IN_PROGRESS while ``__transaction_state`` is still loading.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(66)
+State = Response.TransactionState
+
+
+@api(66, (0, 2))
+def handle(ctx, req):
+    txn = ctx.broker.txn_coordinator
+    if txn is None:
+        return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        unknown_state_filters=[], transaction_states=[])
+    duration = req.duration_filter if ctx.api_version >= 1 else -1
+    pattern = req.transactional_id_pattern if ctx.api_version >= 2 else None
+    code, unknown, states = txn.handle_list_transactions(
+        set(req.producer_id_filters or ()), set(req.state_filters or ()), duration, pattern,
+    )
+    return Response(
+        throttle_time_ms=0,
+        error_code=int(code),
+        unknown_state_filters=unknown,
+        transaction_states=[State(transactional_id=t, producer_id=pid, transaction_state=name)
+                            for t, pid, name in states],
+    )

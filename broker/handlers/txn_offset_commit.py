@@ -1,0 +1,64 @@
+"""TxnOffsetCommit (key 28), v0-5: offsets committed as part of a transaction.
+
+Sent to the group coordinator after AddOffsetsToTxn. The offsets are written to the group's
+``__consumer_offsets`` partition as a transactional batch of the producer and stay invisible to
+OffsetFetch (require_stable answers UNSTABLE_OFFSET_COMMIT) until the transaction's COMMIT
+marker reaches that partition; an ABORT drops them (``coordinator.txn.group_offsets``).
+
+v0-2 carry no group membership (a consumer with group management is not checked); v3+ add
+generation id, member id and group instance id, validated as OffsetCommit does but without
+blocking on rebalances. Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION. If the
+offsets partition is not in the transaction: INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4);
+a stale epoch: INVALID_PRODUCER_EPOCH. v0-1 answer COORDINATOR_LOAD_IN_PROGRESS as
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from coordinator.group.manager import CommitPartition
+from coordinator.txn.group_offsets import commit_transactional_offsets
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+Response = response_class(28)
+TopicResp = Response.TxnOffsetCommitResponseTopic
+PartResp = TopicResp.TxnOffsetCommitResponsePartition
+
+
+@api(28, (0, 5))
+def handle(ctx, req):
+    v = ctx.api_version
+    broker = ctx.broker
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    to_commit: list[tuple[str, list[CommitPartition]]] = []
+    for t in req.topics:
+        info = broker.metadata.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            parts.append(CommitPartition(p.partition_index, p.committed_offset,
+                                         p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
+        if parts:
+            to_commit.append((t.name, parts))
+    if to_commit:
+        errors.update(commit_transactional_offsets(
+            broker, req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
+            req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
+            req.generation_id if v >= 3 else -1, to_commit, v,
+        ))
+    if v < 2:
+        errors = {k: ErrorCode.COORDINATOR_NOT_AVAILABLE if c == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else c
+                  for k, c in errors.items()}
+    return Response(
+        throttle_time_ms=0,
+        topics=[
+            TopicResp(name=t.name, partitions=[
+                PartResp(partition_index=p.partition_index, error_code=int(errors[(t.name, p.partition_index)]))
+                for p in t.partitions
+            ])
+            for t in req.topics
+        ],
+    )

@@ -1,0 +1,41 @@
+"""WriteTxnMarkers (key 27), v1: the partition-leader side of the marker channel.
+
+For every marker and every partition it names, append the COMMIT/ABORT control batch with the
+coordinator epoch (``broker.txn_markers.write_txn_marker``, the same function the in-process
+marker channel calls) and answer that partition's error: UNKNOWN_TOPIC_OR_PARTITION for a
+partition this node does not have, INVALID_PRODUCER_EPOCH for a stale producer epoch,
+TRANSACTION_COORDINATOR_FENCED for a stale coordinator epoch. v1 markers are TV0/TV1 (v2, which
+adds TransactionVersion, is not advertised, like Kafka 4.0/4.1). Admin tools may call it
+directly (``kafka-transactions.sh abort``).
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from broker.txn_markers import write_txn_marker
+from protocol.messages import response_class
+
+Response = response_class(27)
+MarkerResult = Response.WritableTxnMarkerResult
+TopicResult = MarkerResult.WritableTxnMarkerTopicResult
+PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
+
+
+@api(27, (1, 1))
+def handle(ctx, req):
+    broker = ctx.broker
+    markers = []
+    for m in req.markers:
+        tv = getattr(m, "transaction_version", 0) if ctx.api_version >= 2 else 0
+        topics = []
+        for t in m.topics:
+            parts = [
+                PartitionResult(partition_index=p, error_code=int(write_txn_marker(
+                    broker, t.name, p, m.producer_id, m.producer_epoch, bool(m.transaction_result),
+                    m.coordinator_epoch, tv,
+                )))
+                for p in t.partition_indexes
+            ]
+            topics.append(TopicResult(name=t.name, partitions=parts))
+        markers.append(MarkerResult(producer_id=m.producer_id, topics=topics))
+    return Response(markers=markers)

@@ -1,0 +1,126 @@
+"""TxnOffsetCommit on top of the group coordinator: transactional offsets staged per producer.
+
+Kafka's OffsetMetadataManager.commitTransactionalOffset for classic groups, written against the
+group coordinator's public pieces (its groups, its OffsetStore and its record codec):
+
+1. the group is validated as for OffsetCommit but transactionally (a missing group with
+   generation -1 becomes a "simple" group; a missing one with a generation is
+   ILLEGAL_GENERATION; members and generations are checked, rebalances do not block);
+2. the group's ``__consumer_offsets`` partition must be in the producer's transaction
+   (AddOffsetsToTxn): KIP-890 verification, in-process;
+3. the OffsetCommit records go to that partition as one *transactional* batch carrying the
+   producer id and epoch (origin COORDINATOR, so the partition's producer state opens a
+   transaction there and holds its LSO);
+4. the offsets wait in ``OffsetStore.pending`` for that producer; the COMMIT marker landing in
+   the partition applies them, an ABORT drops them (``broker.txn_markers``), and OffsetFetch
+   with require_stable answers UNSTABLE_OFFSET_COMMIT meanwhile.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.replica_manager import LEADER_EPOCH, error_code_of
+from coordinator.group import records as grouprec
+from coordinator.group.group import ClassicGroup
+from coordinator.group.manager import CommitPartition, append_error_to_response_error
+from coordinator.group.offsets import OffsetAndMetadata
+from coordinator.group.state import EMPTY
+from coordinator.txn.verification import txn_offset_commit_operation, verify
+from protocol import records as rec
+from protocol.errors import ErrorCode, KafkaError
+from storage.producer_state import AppendOrigin, ProducerStateLogListener
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TopicCommits = list[tuple[str, list[CommitPartition]]]
+
+
+def _normalize(code: ErrorCode) -> ErrorCode:
+    """GroupCoordinatorService.normalizeException."""
+    return append_error_to_response_error(code)
+
+
+def commit_transactional_offsets(
+    broker: Broker,
+    group_id: str | None,
+    transactional_id: str | None,
+    producer_id: int,
+    producer_epoch: int,
+    member_id: str,
+    group_instance_id: str | None,
+    generation_id: int,
+    topics: TopicCommits,
+    api_version: int,
+) -> dict[tuple[str, int], ErrorCode]:
+    """One error per (topic, partition); NONE means staged until the transaction ends."""
+    requested = [(t, p.partition) for t, parts in topics for p in parts]
+
+    def all_failed(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
+        return dict.fromkeys(requested, code)
+
+    gc = broker.group_coordinator
+    if gc is None or not gc.active:
+        return all_failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not group_id:
+        return all_failed(ErrorCode.INVALID_GROUP_ID)
+    manager = gc.manager
+    group = manager.groups.get(group_id)
+    created = False
+    if group is None:
+        if generation_id >= 0:
+            return all_failed(ErrorCode.ILLEGAL_GENERATION)
+        group = ClassicGroup(group_id, EMPTY, manager.time_ms())
+        created = True
+    try:
+        group.validate_offset_commit(member_id, group_instance_id, generation_id, is_transactional=True)
+        gc.ensure_offsets_topic()
+        plog = broker.replica_manager.partition_log(OFFSETS_TOPIC, gc.partition_for(group_id))
+    except KafkaError as e:
+        return all_failed(_normalize(e.code))
+    code, guard = verify(broker, plog, transactional_id, producer_id, producer_epoch, 0,
+                         txn_offset_commit_operation(api_version))
+    if code != ErrorCode.NONE:
+        return all_failed(_normalize(code))
+
+    now = manager.time_ms()
+    results: dict[tuple[str, int], ErrorCode] = {}
+    staged: list[tuple[str, int, OffsetAndMetadata]] = []
+    records: list[tuple[bytes, bytes]] = []
+    for topic, parts in topics:
+        for p in parts:
+            if p.metadata is not None and len(p.metadata) > manager.config.offset_metadata_max_bytes:
+                results[(topic, p.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetAndMetadata(p.offset, p.leader_epoch, p.metadata or "", now, None, -1)
+            results[(topic, p.partition)] = ErrorCode.NONE
+            staged.append((topic, p.partition, value))
+            records.append((grouprec.offset_commit_key(group_id, topic, p.partition),
+                            grouprec.offset_commit_value(value.to_value())))
+    if records:
+        batch = rec.build_batch(records, timestamp=int(time.time() * 1000), producer_id=producer_id,
+                                producer_epoch=producer_epoch, base_sequence=0, transactional=True)
+        try:
+            with ProducerStateLogListener.of(plog).appending(
+                AppendOrigin.COORDINATOR, verify_transactions=guard is not None, verification_guard=guard
+            ):
+                info = plog.append(batch, rec.validate_batches(batch), leader_epoch=LEADER_EPOCH, now_ms=now)
+        except Exception as e:  # noqa: BLE001 - the append's error code answers every partition
+            code = error_code_of(e)
+            log.info("transactional offset commit rejected", group=group_id, producer_id=producer_id,
+                     error=code.name, detail=str(e))
+            return all_failed(_normalize(code))
+        broker.replica_manager.wake(OFFSETS_TOPIC, plog.partition)
+        for i, (topic, partition, value) in enumerate(staged):
+            value.record_offset = info.first_offset + i
+            manager.offsets.replay(group_id, topic, partition, producer_id, value)
+    if created:
+        manager.groups[group_id] = group
+    return results
