@@ -337,7 +337,7 @@ def _listed(b: BrokerProcess, topic: str, partitions: int) -> int:
 def test_idle_producers_expire_and_memory_stays_bounded(tmp_path, capsys):
     """Producer state is Kafka's biggest per-producer cost (every Java producer is idempotent by
     default); expiry is what bounds it. Measured in the running broker as RssAnon growth."""
-    expiration_ms = 3000
+    expiration_ms = 6000  # long enough to fill and count 20,000 on a slow CI machine
     b = BrokerProcess(tmp_path / "data", overrides={
         "producer.id.expiration.ms": str(expiration_ms),
         "producer.id.expiration.check.interval.ms": "100",
