@@ -62,6 +62,7 @@ class Broker:
 
     async def start(self) -> None:
         from broker.handlers.registry import load_all
+        from broker.metrics_http import start_metrics
         from broker.server import start_listeners
 
         load_all()
@@ -84,6 +85,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.config.log_dirs[0], broker_id=self.node_id)
         await self._start_coordinators()
         self._servers = await start_listeners(self)
+        await start_metrics(self)  # collectors; /metrics when metrics.port > 0
         self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick)
         self._schedule(min(self.config.log_flush_interval_ms, 1000), self._flush_tick)
         self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)

@@ -41,19 +41,27 @@ async def run(config: BrokerConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from broker import logs
+
+    logs.configure(cache=False)  # provisional, so warnings about the configuration are rendered too
     try:
         config = BrokerConfig.load(args.config or args.config_file, args.override)
+        config.validate_listeners()
     except (OSError, ValueError) as e:
         print(f"pykafka-broker: configuration error: {e}", file=sys.stderr)
         return 2
-    from broker import logs
-
     logs.configure(str(config.get("log.level")))
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency; plain asyncio still works
-        return asyncio.run(run(config))
-    return uvloop.run(run(config))
+        uvloop = asyncio
+    try:
+        return uvloop.run(run(config))
+    except Exception:
+        import structlog
+
+        structlog.get_logger(__name__).exception("broker failed")  # one JSON line, not a bare traceback
+        return 1
 
 
 if __name__ == "__main__":

@@ -302,6 +302,36 @@ class BrokerConfig:
         adv = self.get("advertised.listeners")
         return parse_listeners(adv) if adv else self.listeners()
 
+    def listener_security_protocols(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as {LISTENER: PROTOCOL} ('INTERNAL:PLAINTEXT,...')."""
+        out = {}
+        for item in str(self.get("listener.security.protocol.map") or "").split(","):
+            name, sep, protocol = item.strip().partition(":")
+            if sep and name.strip():
+                out[name.strip().upper()] = protocol.strip().upper()
+        return out
+
+    def validate_listeners(self) -> None:
+        """Kafka's start-up checks on listeners (KafkaConfig.validateValues), and ours: every
+        listener needs a security protocol in the map, and only PLAINTEXT is served here;
+        advertised listener names must be listener names. Raises ValueError."""
+        protocols = self.listener_security_protocols()
+        names = set()
+        for name, _host, _port in self.listeners():
+            if name in names:
+                raise ValueError(f"Each listener must have a different name, {name} appears twice")
+            names.add(name)
+            protocol = protocols.get(name)
+            if protocol is None:
+                raise ValueError(f"No security protocol defined for listener {name} "
+                                 f"(add {name}:PLAINTEXT to listener.security.protocol.map)")
+            if protocol != "PLAINTEXT" and name != "CONTROLLER":
+                raise ValueError(f"Listener {name} uses security protocol {protocol}; this broker serves "
+                                 f"PLAINTEXT only")
+        extra = {n for n, _h, _p in self.advertised_listeners()} - names
+        if extra:
+            raise ValueError(f"advertised.listeners names {sorted(extra)} are not in listeners {sorted(names)}")
+
     def items(self) -> Iterable[tuple[str, Any, str]]:
         """(name, value, source) for every known property, as DescribeConfigs lists them."""
         for name, d in BROKER_CONFIGS.items():

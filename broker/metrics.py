@@ -1,21 +1,68 @@
 """Prometheus metrics, named after the Kafka JMX exporter's conventions (``kafka_server_...``).
 
-Each broker owns its own registry, so several brokers in one test process don't collide.
-Per-partition gauges are collected on scrape from the live logs instead of being updated on
-every append.
+Each broker owns its own registry, so several brokers in one test process don't collide. Two
+kinds of metric:
+
+* **pushed**: counters and histograms that the request path and the coordinators update as
+  things happen, through the small API below (or the metric objects' ``labels(...)``);
+* **collected on scrape**: gauges read from the live state when /metrics is asked for
+  (per-partition offsets, producer ids, transactions and groups by state, marker-channel
+  backlog), so nothing is updated per append. Scrapes run on the event loop thread
+  (``broker.metrics_http``), so collectors may read broker state without locks.
+
+The push API for the coordinators (all cheap, safe to call from the event loop)::
+
+    metrics.txn_completed(state, duration_s)   # state: "CompleteCommit" / "CompleteAbort"
+    metrics.txn_timed_out()                    # the coordinator aborted a timed-out transaction
+    metrics.marker_written(result)             # a COMMIT/ABORT marker acknowledged ("COMMIT"/"ABORT")
+    metrics.marker_retry()                     # a marker write to a partition is retried
+    metrics.group_rebalanced(group_id)         # a group completed a rebalance (new generation)
+
+What the scrape-time collectors read, duck-typed and defensive (a missing or failing accessor
+only drops that metric, never the scrape):
+
+* ``broker.txn_coordinator`` (if not None): ``transaction_counts_by_state() -> {state: n}``,
+  else the transaction metadata from ``all_metadata()`` (yielding metadata or
+  ``(epoch, metadata)``) or a ``transactions`` / ``metadata`` / ``txn_metadata`` mapping,
+  looked for on the coordinator and on its ``state_manager`` / ``manager``; each metadata has
+  a ``state`` (``state_name``, a str value, or an enum named like PREPARE_COMMIT) and,
+  optionally, ``txn_start_timestamp`` (ms) and ``topic_partitions``. The marker backlog is
+  ``pending_count()`` or ``len(pending)`` of ``marker_channel`` / ``markers`` if it has one,
+  else the partitions still listed by PrepareCommit/PrepareAbort transactions.
+* ``broker.group_coordinator`` (if not None): ``manager.groups`` (group id -> group with a
+  ``state``) and ``manager.offsets`` (``__len__`` or ``count()``, optional).
+
+The names and labels are listed in README.md ("Metrics").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily, Metric
 
+from protocol import records as rec
 from protocol.messages import request_class
 
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_TXN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+
+# Kafka's transaction states and classic group states, reported even when zero.
+TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+              "Dead", "PrepareEpochFence")
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+
+_RECORDS_COUNT_AT = 57  # records count: the last int32 of the 61-byte batch header
+_BATCH_LENGTH_AT = 8
 
 
 def api_name(api_key: int) -> str:
@@ -23,10 +70,53 @@ def api_name(api_key: int) -> str:
     return cls.name.removesuffix("Request") if cls is not None else str(api_key)
 
 
+def count_records(buf: bytes | bytearray | memoryview) -> int:
+    """Records in a run of whole v2 batches (header fields only, nothing decompressed)."""
+    mv = memoryview(buf)
+    n, pos, end = 0, 0, len(mv)
+    from_bytes = int.from_bytes
+    while pos + rec.HEADER_SIZE <= end:
+        n += from_bytes(mv[pos + _RECORDS_COUNT_AT:pos + _RECORDS_COUNT_AT + 4], "big", signed=True)
+        pos += rec.LOG_OVERHEAD + from_bytes(mv[pos + _BATCH_LENGTH_AT:pos + _BATCH_LENGTH_AT + 4], "big")
+    return n
+
+
+def _state_name(state: Any) -> str:
+    """Kafka's name of a state: ``state_name``, a str value, or PREPARE_COMMIT -> PrepareCommit."""
+    name = getattr(state, "state_name", None)
+    if isinstance(name, str):
+        return name
+    value = getattr(state, "value", state)
+    if isinstance(value, str):
+        return value
+    enum_name = getattr(state, "name", None)
+    if isinstance(enum_name, str):
+        return "".join(part.capitalize() for part in enum_name.split("_"))
+    return str(state)
+
+
+class _FnCollector:
+    """Adapts a ``collect()`` function to the registry's collector protocol."""
+
+    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        self._collect = collect
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            return list(self._collect())
+        except Exception:  # a collector bug must not break the whole scrape
+            log.exception("metrics collector failed", collector=getattr(self._collect, "__name__", "?"))
+            return []
+
+    def describe(self) -> list[Metric]:
+        return []
+
+
 class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        # --- requests (kafka.network:type=RequestMetrics) ---
         self.requests = Counter(
             "kafka_network_requestmetrics_requests", "Requests handled, by API and version",
             ["request", "version"], registry=r)
@@ -34,26 +124,53 @@ class BrokerMetrics:
             "kafka_network_requestmetrics_errors", "Error codes returned, by API and error",
             ["request", "error"], registry=r)
         self.latency = Histogram(
-            "kafka_network_requestmetrics_totaltimems_seconds", "Request processing time in seconds",
+            "kafka_network_requestmetrics_totaltime_seconds",
+            "Request time from decode to response, in seconds (Kafka's TotalTimeMs)",
             ["request"], buckets=_LATENCY_BUCKETS, registry=r)
+        # --- connections (kafka.server:type=socket-server-metrics) ---
         self.connections = Gauge(
             "kafka_server_socketservermetrics_connection_count", "Open client connections",
             ["listener"], registry=r)
         self.connections_created = Counter(
             "kafka_server_socketservermetrics_connection_creation", "Connections accepted",
             ["listener"], registry=r)
+        # --- per topic (kafka.server:type=BrokerTopicMetrics) ---
         self.bytes_in = Counter(
             "kafka_server_brokertopicmetrics_bytesin", "Bytes appended from clients", ["topic"], registry=r)
         self.bytes_out = Counter(
             "kafka_server_brokertopicmetrics_bytesout", "Bytes returned to fetchers", ["topic"], registry=r)
         self.messages_in = Counter(
             "kafka_server_brokertopicmetrics_messagesin", "Records appended from clients", ["topic"], registry=r)
+        self.messages_out = Counter(
+            "kafka_server_brokertopicmetrics_messagesout",
+            "Records returned to fetchers (control records included; not a Kafka metric)", ["topic"], registry=r)
         self.failed_produce = Counter(
             "kafka_server_brokertopicmetrics_failedproducerequests", "Produce partition errors", ["topic"], registry=r)
         self.failed_fetch = Counter(
             "kafka_server_brokertopicmetrics_failedfetchrequests", "Fetch partition errors", ["topic"], registry=r)
+        # --- transactions (kafka.coordinator.transaction) ---
+        self.txn_duration = Histogram(
+            "kafka_coordinator_transaction_duration_seconds",
+            "Transaction duration from its first partition to its completion, by final state",
+            ["state"], buckets=_TXN_BUCKETS, registry=r)
+        self.txn_timeouts = Counter(
+            "kafka_coordinator_transaction_timedout", "Transactions aborted by the coordinator on timeout",
+            registry=r)
+        self.markers_written = Counter(
+            "kafka_coordinator_transaction_transactionmarkerchannelmanager_markerswritten",
+            "COMMIT/ABORT markers acknowledged by partition leaders", ["result"], registry=r)
+        self.marker_retries = Counter(
+            "kafka_coordinator_transaction_transactionmarkerchannelmanager_markerretries",
+            "Marker writes retried", registry=r)
+        # --- groups (kafka.coordinator.group) ---
+        self.group_rebalances = Counter(
+            "kafka_coordinator_group_groupmetadatamanager_rebalances",
+            "Rebalances completed (a new generation)", registry=r)
         self._request_labels: dict[tuple[int, int], Any] = {}
         self._latency_labels: dict[int, Any] = {}
+        self._topic_out: dict[str, tuple[Any, Any]] = {}
+
+    # --- the request path -----------------------------------------------------------------
 
     def request_done(self, api_key: int, version: int, seconds: float) -> None:
         counter = self._request_labels.get((api_key, version))
@@ -77,14 +194,258 @@ class BrokerMetrics:
     def connection_closed(self, listener: str) -> None:
         self.connections.labels(listener).dec()
 
-    def add_collector(self, collect: Callable[[], Iterable[GaugeMetricFamily]]) -> None:
-        """Register a scrape-time collector (partition offsets, groups, transactions)."""
+    def fetched(self, topic: str, records: bytes | bytearray | memoryview) -> None:
+        """Bytes and records of whole batches returned to a fetcher from ``topic``."""
+        pair = self._topic_out.get(topic)
+        if pair is None:
+            pair = self._topic_out[topic] = (self.bytes_out.labels(topic), self.messages_out.labels(topic))
+        pair[0].inc(len(records))
+        pair[1].inc(count_records(records))
 
-        class _Collector:
-            def collect(self_inner):  # noqa: N805
-                return collect()
+    # --- the coordinators' API ------------------------------------------------------------
 
-            def describe(self_inner):  # noqa: N805
-                return []
+    def txn_completed(self, state: str, duration_s: float) -> None:
+        """A transaction reached CompleteCommit/CompleteAbort ``duration_s`` after it started."""
+        self.txn_duration.labels(_state_name(state)).observe(max(duration_s, 0.0))
 
-        self.registry.register(_Collector())
+    def txn_timed_out(self) -> None:
+        self.txn_timeouts.inc()
+
+    def marker_written(self, result: str = "COMMIT") -> None:
+        self.markers_written.labels(str(result).upper()).inc()
+
+    def marker_retry(self) -> None:
+        self.marker_retries.inc()
+
+    def group_rebalanced(self, group_id: str | None = None) -> None:
+        self.group_rebalances.inc()
+
+    # --- scrape-time collectors -----------------------------------------------------------
+
+    def add_collector(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        """Register a scrape-time collector (a function returning metric families)."""
+        self.registry.register(_FnCollector(collect))
+
+    def bind(self, broker: Broker) -> None:
+        """Register the collectors that read ``broker``'s live state on each scrape.
+
+        Also turns off prometheus-client's ``*_created`` series process-wide, as the Kafka
+        JMX exporter has none (called once per broker process, from Broker.start).
+        """
+        disable_created_metrics()
+        started = time.time()
+
+        def broker_info() -> Iterable[Metric]:
+            info = GaugeMetricFamily("kafka_server_app_info", "This broker", labels=["node_id", "cluster_id", "version"])
+            info.add_metric([str(broker.node_id), broker.cluster_id, _version()], 1)
+            uptime = GaugeMetricFamily("kafka_server_kafkaserver_uptime_seconds", "Seconds since the broker started")
+            uptime.add_metric([], time.time() - started)
+            return [info, uptime]
+
+        self.add_collector(broker_info)
+        self.add_collector(lambda: partition_metrics(broker))
+        self.add_collector(lambda: transaction_metrics(broker.txn_coordinator))
+        self.add_collector(lambda: group_metrics(broker.group_coordinator))
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("pykafka-broker")
+    except Exception:  # noqa: BLE001 - running from a source tree
+        return "dev"
+
+
+def partition_metrics(broker: Any) -> list[Metric]:
+    """Per-partition offsets and sizes (kafka.log:type=Log, kafka.cluster:type=Partition) and
+    the broker's partition and producer-id counts (kafka.server:type=ReplicaManager)."""
+    lm = getattr(broker, "log_manager", None)
+    if lm is None:
+        return []
+    from storage.producer_state import ProducerStateLogListener
+
+    labels = ["topic", "partition"]
+    leo = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=labels)
+    lso_start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset", labels=labels)
+    hw = GaugeMetricFamily("kafka_log_log_highwatermark", "High watermark", labels=labels)
+    lso = GaugeMetricFamily("kafka_log_log_laststableoffset", "Last stable offset (LSO)", labels=labels)
+    lag = GaugeMetricFamily("kafka_cluster_partition_laststableoffsetlag",
+                            "High watermark minus LSO: records held back by open transactions", labels=labels)
+    size = GaugeMetricFamily("kafka_log_log_size", "Bytes in the partition's segments", labels=labels)
+    segs = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition", labels=labels)
+    pids = GaugeMetricFamily("kafka_log_log_produceridcount", "Producer ids with state in the partition",
+                             labels=labels)
+    total_pids = 0
+    count = 0
+    for plog in list(lm.logs()):
+        key = [plog.topic, str(plog.partition)]
+        count += 1
+        high = plog.high_watermark
+        leo.add_metric(key, plog.log_end_offset)
+        lso_start.add_metric(key, plog.log_start_offset)
+        hw.add_metric(key, high)
+        try:
+            state = ProducerStateLogListener.of(plog)
+            stable = state.last_stable_offset(plog)
+            n = state.manager.producer_id_count
+        except LookupError:
+            stable, n = high, 0
+        lso.add_metric(key, stable)
+        lag.add_metric(key, high - stable)
+        if n:
+            pids.add_metric(key, n)
+        total_pids += n
+        size.add_metric(key, plog.size)
+        segs.add_metric(key, len(plog.segments))
+    total = GaugeMetricFamily("kafka_server_replicamanager_produceridcount",
+                              "Producer ids with state, over all partitions")
+    total.add_metric([], total_pids)
+    parts = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions on this broker")
+    parts.add_metric([], count)
+    leaders = GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions this broker leads")
+    leaders.add_metric([], count)
+    return [leo, lso_start, hw, lso, lag, size, segs, pids, total, parts, leaders]
+
+
+def _first_attr(objs: Iterable[Any], names: Iterable[str]) -> Any:
+    for obj in objs:
+        if obj is None:
+            continue
+        for name in names:
+            value = getattr(obj, name, None)
+            if value is not None:
+                return value
+    return None
+
+
+def _objects(value: Any) -> list[Any]:
+    """The objects of a mapping's values, an iterable, or a callable returning either; tuples
+    such as ``(coordinator_epoch, metadata)`` contribute their last element."""
+    if callable(value):
+        value = value()
+    items = list(value.values() if isinstance(value, Mapping) else value)
+    return [item[-1] if isinstance(item, tuple) and item else item for item in items]
+
+
+def _counts(value: Any) -> dict[str, int] | None:
+    """{state: n} over objects with a ``state`` (see ``_objects``)."""
+    if value is None:
+        return None
+    out: dict[str, int] = {}
+    for item in _objects(value):
+        state = getattr(item, "state", None)
+        if state is not None:
+            name = _state_name(state)
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def _txn_metadata(tc: Any) -> list[Any] | None:
+    """The transaction metadata objects a coordinator holds, found by duck typing."""
+    holders = [tc, getattr(tc, "state_manager", None), getattr(tc, "manager", None)]
+    source = _first_attr(holders, ("all_metadata", "transactions", "metadata", "txn_metadata",
+                                   "transaction_metadata"))
+    return None if source is None else _objects(source)
+
+
+def transaction_metrics(tc: Any, now: float | None = None) -> list[Metric]:
+    """Transactions per state, the oldest open one's age, and the marker backlog, if a
+    transaction coordinator is running."""
+    if tc is None:
+        return []
+    now = time.time() if now is None else now
+    out: list[Metric] = []
+    metadata: list[Any] | None = None
+    try:
+        fn = getattr(tc, "transaction_counts_by_state", None)
+        if fn is not None:
+            counts: dict[str, int] | None = {_state_name(k): int(v) for k, v in dict(fn()).items()}
+        else:
+            metadata = _txn_metadata(tc)
+            counts = None if metadata is None else _counts(metadata)
+        if counts is not None:
+            fam = GaugeMetricFamily("kafka_coordinator_transaction_transactions",
+                                    "Transactional ids known to the coordinator, by state", labels=["state"])
+            for state in (*TXN_STATES, *sorted(set(counts) - set(TXN_STATES))):
+                fam.add_metric([state], counts.get(state, 0))
+            out.append(fam)
+        if metadata is not None:
+            starts = [getattr(m, "txn_start_timestamp", -1) for m in metadata
+                      if _state_name(getattr(m, "state", "")) in _OPEN_STATES]
+            starts = [t for t in starts if isinstance(t, int | float) and t > 0]
+            fam = GaugeMetricFamily("kafka_coordinator_transaction_oldest_open_seconds",
+                                    "Age of the oldest transaction not yet complete (0 when none)")
+            fam.add_metric([], max(now - min(starts) / 1000, 0.0) if starts else 0)
+            out.append(fam)
+    except Exception:  # noqa: BLE001 - the coordinator is somebody else's moving target
+        log.debug("transaction state metrics unavailable", exc_info=True)
+    try:
+        pending = _pending_markers(tc, metadata)
+        if pending is not None:
+            fam = GaugeMetricFamily(
+                "kafka_coordinator_transaction_transactionmarkerchannelmanager_pendingmarkers",
+                "Partitions of prepared transactions whose COMMIT/ABORT marker is not yet written")
+            fam.add_metric([], pending)
+            out.append(fam)
+    except Exception:  # noqa: BLE001
+        log.debug("marker channel metrics unavailable", exc_info=True)
+    return out
+
+
+_OPEN_STATES = {"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
+_PREPARED_STATES = {"PrepareCommit", "PrepareAbort"}
+
+
+def _pending_markers(tc: Any, metadata: list[Any] | None) -> int | None:
+    """``pending_count()`` or ``len(pending)`` of the marker channel, else the partitions still
+    listed by Prepare* transactions (a partition leaves the set when its marker is written)."""
+    channel = _first_attr([tc], ("marker_channel", "markers", "txn_marker_channel"))
+    if channel is not None:
+        fn = getattr(channel, "pending_count", None)
+        if callable(fn):
+            return int(fn())
+        if getattr(channel, "pending", None) is not None:
+            return len(channel.pending)
+    if metadata is None:
+        return None
+    return sum(len(getattr(m, "topic_partitions", ()) or ()) for m in metadata
+               if _state_name(getattr(m, "state", "")) in _PREPARED_STATES)
+
+
+def group_metrics(gc: Any) -> list[Metric]:
+    """Kafka's GroupMetadataManager gauges: NumGroups, NumGroups<State>, NumOffsets."""
+    if gc is None:
+        return []
+    manager = getattr(gc, "manager", gc)
+    groups = getattr(manager, "groups", None)
+    if groups is None:
+        return []
+    counts = _counts(groups) or {}
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    total = GaugeMetricFamily(prefix + "numgroups", "Groups known to the coordinator")
+    total.add_metric([], sum(counts.values()))
+    out: list[Metric] = [total]
+    for state in GROUP_STATES:
+        fam = GaugeMetricFamily(prefix + "numgroups" + state.lower(), f"Groups in state {state}")
+        fam.add_metric([], counts.get(state, 0))
+        out.append(fam)
+    n = _offset_count(getattr(manager, "offsets", None))
+    if n is not None:
+        fam = GaugeMetricFamily(prefix + "numoffsets", "Committed offsets held by the coordinator")
+        fam.add_metric([], n)
+        out.append(fam)
+    return out
+
+
+def _offset_count(offsets: Any) -> int | None:
+    """Committed offsets in an OffsetStore-like object: ``count()``, ``committed`` or ``len``."""
+    if offsets is None:
+        return None
+    count = getattr(offsets, "count", None)
+    if callable(count):
+        return int(count())
+    committed = getattr(offsets, "committed", None)
+    if isinstance(committed, Mapping):
+        return sum(len(parts) for topics in list(committed.values()) for parts in list(topics.values()))
+    return len(offsets) if hasattr(offsets, "__len__") else None

@@ -147,6 +147,7 @@ class Connection(asyncio.Protocol):
 
 
 async def start_listeners(broker: Broker) -> list[asyncio.base_events.Server]:
+    broker.config.validate_listeners()
     loop = asyncio.get_running_loop()
     dispatcher = Dispatcher(broker)
     servers = []

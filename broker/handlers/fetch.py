@@ -71,7 +71,7 @@ def _read_all(broker, plan: _Plan, req, version: int) -> tuple[list, int, bool]:
                 r.aborted, -1, r.records if r.records is not None else b"",
             ))
             if size:
-                broker.metrics.bytes_out.labels(name).inc(size)
+                broker.metrics.fetched(name, r.records)  # bytes and records out
         out.append(FetchTopicResponse(name, topic_id, parts))
     return out, total, errors
 

@@ -1,0 +1,126 @@
+"""The Prometheus endpoint: ``GET /metrics`` on ``metrics.host:metrics.port`` (off when the port is 0).
+
+Served by a small asyncio HTTP/1.1 server on the broker's own event loop rather than by
+prometheus-client's threaded server: the scrape-time collectors read partition logs and
+coordinator state, which belong to the event loop thread (no locks anywhere in the broker), so
+a scrape must run there too. A scrape is one registry walk and one encode (a few ms for
+hundreds of partitions). Supports what Prometheus sends: the OpenMetrics ``Accept`` header,
+``Accept-Encoding: gzip`` and ``?name[]=`` filters; ``/`` answers the same as ``/metrics`` and
+``/healthz`` answers ``ok``. One request per connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
+
+import structlog
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+_READ_TIMEOUT = 10.0
+_MAX_HEAD = 16 * 1024
+
+
+class _Filtered:
+    """The families of ``registry`` named in ``names`` (family or sample name), for ``?name[]=``.
+
+    (``restricted_registry`` only sees collectors that describe themselves; ours don't.)
+    """
+
+    def __init__(self, registry: CollectorRegistry, names: set[str]) -> None:
+        self.registry = registry
+        self.names = names
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            if metric.name in self.names or any(s.name in self.names for s in metric.samples):
+                yield metric
+
+
+def render(registry: CollectorRegistry, accept: str = "", query: str = "",
+           accept_encoding: str = "") -> tuple[bytes, dict[str, str]]:
+    """The body and headers for one scrape of ``registry``."""
+    names = parse_qs(query).get("name[]")
+    target = _Filtered(registry, set(names)) if names else registry
+    encoder, content_type = choose_encoder(accept)
+    body = encoder(target)
+    headers = {"Content-Type": content_type}
+    if "gzip" in accept_encoding:
+        body = gzip.compress(body, compresslevel=1)
+        headers["Content-Encoding"] = "gzip"
+    return body, headers
+
+
+def _response(status: str, body: bytes, headers: dict[str, str] | None = None, head_only: bool = False) -> bytes:
+    lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", "Connection: close"]
+    lines += [f"{k}: {v}" for k, v in (headers or {"Content-Type": "text/plain; charset=utf-8"}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
+
+
+async def _serve(registry: CollectorRegistry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+            return
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        parts = request_line.split(" ")
+        if len(parts) != 3:
+            writer.write(_response("400 Bad Request", b"bad request\n"))
+            return
+        method, target, _ = parts
+        headers = {}
+        for line in header_lines:
+            name, sep, value = line.partition(":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        path, _, query = target.partition("?")
+        if method not in ("GET", "HEAD"):
+            writer.write(_response("405 Method Not Allowed", b"GET /metrics\n"))
+        elif path in ("/metrics", "/"):
+            body, out_headers = render(registry, headers.get("accept", ""), query, headers.get("accept-encoding", ""))
+            writer.write(_response("200 OK", body, out_headers, head_only=method == "HEAD"))
+        elif path == "/healthz":
+            writer.write(_response("200 OK", b"ok\n", head_only=method == "HEAD"))
+        else:
+            writer.write(_response("404 Not Found", b"try /metrics\n"))
+        await writer.drain()
+    except Exception:  # noqa: BLE001 - a bad scrape must never hurt the broker
+        log.exception("metrics request failed")
+    finally:
+        writer.close()
+
+
+async def start_metrics(broker: Broker) -> asyncio.AbstractServer | None:
+    """Bind the scrape-time collectors to ``broker`` and, if ``metrics.port`` > 0, serve them.
+
+    The server is closed by a shutdown hook; the bound port is ``broker.metrics_port``.
+    """
+    broker.metrics.bind(broker)
+    port = int(broker.config.get("metrics.port") or 0)
+    broker.metrics_port = None
+    if port <= 0:
+        return None
+    host = str(broker.config.get("metrics.host") or "").strip() or None
+    registry = broker.metrics.registry
+    server = await asyncio.start_server(
+        lambda r, w: _serve(registry, r, w), host, port, reuse_address=True, limit=_MAX_HEAD)
+    broker.metrics_port = server.sockets[0].getsockname()[1]
+    log.info("metrics endpoint listening", host=host or "0.0.0.0", port=broker.metrics_port, path="/metrics")
+
+    async def close(_broker: Broker) -> None:
+        server.close()
+        await server.wait_closed()
+
+    broker.shutdown_hooks.append(close)
+    return server
