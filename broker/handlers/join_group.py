@@ -44,6 +44,12 @@ def build(version: int, r: JoinResult):
     )
 
 
+def client_address(peer: str) -> str:
+    """Kafka shows the client's InetAddress ("/127.0.0.1"), without the port."""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
 async def _answer(version: int, pending) -> object:
     return build(version, await pending)
 
@@ -63,7 +69,7 @@ def handle(ctx, req):
         protocol_type=req.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
         client_id=ctx.client_id or "",
-        client_host="/" + ctx.client_host,
+        client_host=client_address(ctx.client_host),
         api_version=v,
         reason=req.reason if v >= 8 else None,
     )

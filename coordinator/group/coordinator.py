@@ -99,7 +99,8 @@ class GroupCoordinator:
         self.segment_bytes = int(cfg.get("offsets.topic.segment.bytes"))
         self.retention_check_interval_ms = int(cfg.get("offsets.retention.check.interval.ms"))
         self.timer = AsyncioTimer(asyncio.get_running_loop())
-        self.manager = GroupMetadataManager(GroupConfig.from_broker(cfg.get), self.timer, self._write)
+        self.manager = GroupMetadataManager(GroupConfig.from_broker(cfg.get), self.timer, self._write,
+                                            partition_for=self.partition_for)
         self.active = False
         self._tasks: list[asyncio.Task] = []
 
@@ -217,7 +218,7 @@ class GroupCoordinator:
                 log.warning("skipping unreadable control batch", partition=partition, offset=info.base_offset)
                 return 0
             if ctype in (batches.CONTROL_COMMIT, batches.CONTROL_ABORT):
-                self.manager.replay_end_transaction(info.producer_id, ctype == batches.CONTROL_COMMIT)
+                self.manager.replay_end_transaction(info.producer_id, ctype == batches.CONTROL_COMMIT, partition)
             return 0
         producer_id = info.producer_id if info.is_transactional else NO_PRODUCER_ID
         n = 0
@@ -233,7 +234,7 @@ class GroupCoordinator:
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """Hook for the transaction marker path: call after a COMMIT/ABORT marker has been
         appended to ``__consumer_offsets`` partition ``partition``."""
-        self.manager.replay_end_transaction(producer_id, commit)
+        self.manager.replay_end_transaction(producer_id, commit, partition)
 
     # --- requests -------------------------------------------------------------------------------
 

@@ -175,11 +175,13 @@ class GroupMetadataManager:
         timer: Timer,
         writer: Writer,
         time_ms: Callable[[], int] = _wall_ms,
+        partition_for: Callable[[str], int] | None = None,
     ) -> None:
         self.config = config
         self.timer = timer
         self.writer = writer
         self.time_ms = time_ms
+        self.partition_for = partition_for  # group -> __consumer_offsets partition (markers)
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
 
@@ -1028,9 +1030,14 @@ class GroupMetadataManager:
                 return
             self.groups[k.group] = self._group_from_record(k.group, rec.decode_group_metadata_value(value))
 
-    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
-        """A COMMIT/ABORT marker in a ``__consumer_offsets`` partition (loading or live)."""
-        self.offsets.replay_end_transaction(producer_id, commit)
+    def replay_end_transaction(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
+        """A COMMIT/ABORT marker in ``__consumer_offsets`` partition ``partition`` (loading or
+        live): resolves the producer's pending offsets of the groups in that partition."""
+        pf = self.partition_for
+        if partition is None or pf is None:
+            self.offsets.replay_end_transaction(producer_id, commit)
+        else:
+            self.offsets.replay_end_transaction(producer_id, commit, lambda group: pf(group) == partition)
 
     def _group_from_record(self, group_id: str, value: rec.GroupMetadataValue) -> ClassicGroup:
         group = ClassicGroup(

@@ -11,6 +11,7 @@ UNSTABLE_OFFSET_COMMIT and which holds back offset expiry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from coordinator.group.records import OffsetCommitValue
@@ -113,12 +114,18 @@ class OffsetStore:
         self.pending.setdefault(producer_id, {})[key] = value
         self.open_transactions.setdefault(key, set()).add(producer_id)
 
-    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
-        """A COMMIT/ABORT marker for ``producer_id`` in this partition."""
-        offsets = self.pending.pop(producer_id, None)
+    def replay_end_transaction(
+        self, producer_id: int, commit: bool, in_partition: Callable[[str], bool] | None = None
+    ) -> None:
+        """A COMMIT/ABORT marker for ``producer_id`` in one ``__consumer_offsets`` partition:
+        only the pending offsets of groups living there (``in_partition(group)``) are resolved,
+        as Kafka's per-partition coordinator shards do; None resolves them all."""
+        offsets = self.pending.get(producer_id)
         if not offsets:
             return
-        for key, value in offsets.items():
+        resolved = [k for k in offsets if in_partition is None or in_partition(k[0])]
+        for key in resolved:
+            value = offsets.pop(key)
             pids = self.open_transactions.get(key)
             if pids is not None:
                 pids.discard(producer_id)
@@ -130,3 +137,5 @@ class OffsetStore:
                 # compaction could otherwise resurrect an older one.
                 if existing is None or value.record_offset > existing.record_offset:
                     self.put(*key, value)
+        if not offsets:
+            del self.pending[producer_id]

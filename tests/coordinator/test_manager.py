@@ -406,6 +406,20 @@ def test_require_stable_reports_pending_transactional_offsets():
     assert fetched(mgr, topics=[("t", [0])], stable=True) == {("t", 0): (9, E.NONE)}
 
 
+def test_markers_resolve_only_their_partitions_groups():
+    mgr, _, _ = make_manager()
+    mgr.partition_for = lambda group: {"a": 1, "b": 2}[group]
+    value = rec.offset_commit_value(rec.OffsetCommitValue(9, -1, "", 1, -1))
+    mgr.replay(10, 7, rec.offset_commit_key("a", "t", 0), value)
+    mgr.replay(11, 7, rec.offset_commit_key("b", "t", 0), value)
+    mgr.replay_end_transaction(7, True, partition=1)  # the marker in group a's partition
+    assert fetched(mgr, "a", [("t", [0])], stable=True) == {("t", 0): (9, E.NONE)}
+    assert fetched(mgr, "b", [("t", [0])], stable=True) == {("t", 0): (-1, E.UNSTABLE_OFFSET_COMMIT)}
+    mgr.replay_end_transaction(7, False, partition=2)
+    assert fetched(mgr, "b", [("t", [0])], stable=True) == {("t", 0): (-1, E.NONE)}
+    assert not mgr.offsets.pending and not mgr.offsets.open_transactions
+
+
 def test_aborted_transactional_offsets_are_dropped():
     mgr, _, _ = make_manager()
     value = rec.offset_commit_value(rec.OffsetCommitValue(9, -1, "", 1, -1))
