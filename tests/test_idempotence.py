@@ -19,6 +19,7 @@ import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.admin import CreateTopicsRequest, DescribeProducersRequest
 from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, ProduceResponse
 
 from protocol.records import BatchInfo, build_batch, iter_batch_positions, read_header
@@ -263,6 +264,25 @@ def test_init_producer_id_kip360_fields_without_transactional_id(broker):
         # With a null transactional id the coordinator ignores them: a brand-new id, epoch 0.
         r = init_producer_id(c, 4, producer_id=first.producer_id, producer_epoch=0)
         assert r.error_code == NONE and r.producer_id > first.producer_id and r.producer_epoch == 0
+
+
+def test_transactional_and_idempotent_ids_come_from_one_allocator(broker):
+    """The transactional branch belongs to the transaction coordinator, but every producer id,
+    transactional or not, comes from the same blocks (Kafka's ProducerIdManager)."""
+    retriable = {14, 15, 16, 51}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TXNS
+    with RawClient(broker.bootstrap) as c:
+        before = init_producer_id(c, 4).producer_id
+        deadline = time.monotonic() + 20
+        # As a client does: find the coordinator first (this creates __transaction_state).
+        while c.send(FindCoordinatorRequest[3](key=f"tx-{before}", key_type=1), 3).error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        while (r := init_producer_id(c, 4, transactional_id=f"tx-{before}")).error_code in retriable:
+            assert time.monotonic() < deadline, r
+            time.sleep(0.1)
+        after = init_producer_id(c, 4).producer_id
+    assert (r.error_code, r.producer_epoch) == (NONE, 0)
+    assert before < r.producer_id < after
 
 
 # --- DescribeProducers ------------------------------------------------------------------------
