@@ -35,21 +35,18 @@ class TopicInfo:
 
 
 def validate_topic_name(name: str | None) -> None:
-    """Kafka's Topic.validate: INVALID_TOPIC_EXCEPTION for an illegal name."""
+    """Kafka's Topic.validate (4.x wording): INVALID_TOPIC_EXCEPTION for an illegal name."""
+    def invalid(why: str) -> KafkaError:
+        return KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {why}")
+
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+        raise invalid("the empty string is not allowed")
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+        raise invalid(f"'{name}' is not allowed")
     if len(name) > MAX_TOPIC_LENGTH:
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_LENGTH} characters, topic name: {name}",
-        )
+        raise invalid(f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_LENGTH}")
     if not LEGAL_TOPIC.match(name):
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
-        )
+        raise invalid(f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'")
 
 
 def kafka_uuid_str(u: uuid.UUID) -> str:
