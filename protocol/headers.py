@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .primitives_varint import read_uvarint
+from .primitives import MalformedRequest, skip_tagged_fields
 
 _FIXED = struct.Struct(">hhih")
 _CORR = struct.Struct(">i")
@@ -55,15 +55,9 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
         raise MalformedHeader(f"bad client id length {client_len}")
     if flexible:
         try:
-            count, pos = read_uvarint(frame, pos)
-            for _ in range(count):
-                _tag, pos = read_uvarint(frame, pos)
-                size, pos = read_uvarint(frame, pos)
-                pos += size
-        except IndexError as e:
+            pos = skip_tagged_fields(frame, pos)
+        except (IndexError, MalformedRequest) as e:
             raise MalformedHeader("truncated tagged fields") from e
-        if pos > len(frame):
-            raise MalformedHeader("tagged fields run past the frame")
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
