@@ -118,3 +118,42 @@ def test_topic_metadata_survives_restart(fresh_broker, topic_name):
     assert after.cluster_id == before.cluster_id
     res = ConfigResource(ResourceType.TOPIC, topic_name)
     assert admin.describe_configs([res])[res].result(15)["retention.ms"].value == "123456"
+
+
+def test_delete_records_moves_low_watermark(broker, topic_name):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    admin = _admin(broker)
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(15)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False})
+    for i in range(100):
+        p.produce(topic_name, value=str(i).encode())
+    p.flush(10)
+    result = admin.delete_records([TopicPartition(topic_name, 0, 40)])
+    deleted = list(result.values())[0].result(15)
+    assert deleted.low_watermark == 40
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dr-" + topic_name})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10)
+        assert (low, high) == (40, 100)
+    finally:
+        c.close()
+
+
+def test_kafka_python_alter_configs_and_log_dirs(broker, topic_name):
+    from kafka.admin import ConfigResource as KpConfigResource
+    from kafka.admin import ConfigResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([KpNewTopic(topic_name, 2, 1)])
+        admin.alter_configs([KpConfigResource(ConfigResourceType.TOPIC, topic_name,
+                                              configs={"retention.ms": "7200000"})])
+        d = ConfigResource(ResourceType.TOPIC, topic_name)
+        ck = _admin(broker)  # must outlive its futures
+        configs = ck.describe_configs([d])[d].result(15)
+        assert configs["retention.ms"].value == "7200000"
+        dirs = admin.describe_log_dirs()
+        assert topic_name in repr(dirs), dirs
+    finally:
+        admin.close()

@@ -1,0 +1,33 @@
+"""DeleteRecords (key 21), v0-2: advance a partition's log start offset (the low watermark).
+
+Offset -1 means the high watermark. Kafka's rules: POLICY_VIOLATION unless the topic's
+cleanup.policy includes ``delete``, OFFSET_OUT_OF_RANGE beyond the high watermark; segments
+wholly below the new start are deleted. Consumers then see the new earliest offset.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from broker.replica_manager import error_code_of
+from protocol.messages import response_class
+
+Response = response_class(21)
+TopicResult = Response.DeleteRecordsTopicResult
+PartResult = TopicResult.DeleteRecordsPartitionResult
+
+
+@api(21, (0, 2))
+def handle(ctx, req):
+    rm = ctx.broker.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                low = rm.partition_log(t.name, p.partition_index).delete_records_before(p.offset)
+                parts.append(PartResult(partition_index=p.partition_index, low_watermark=low, error_code=0))
+            except Exception as e:  # noqa: BLE001 - per-partition error code
+                parts.append(PartResult(partition_index=p.partition_index, low_watermark=-1,
+                                        error_code=error_code_of(e)))
+        topics.append(TopicResult(name=t.name, partitions=parts))
+    return Response(throttle_time_ms=0, topics=topics)

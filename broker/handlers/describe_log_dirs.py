@@ -1,0 +1,47 @@
+"""DescribeLogDirs (key 35), v1-4: each log dir with its partitions' sizes and disk space.
+
+A null topic list means every partition. OffsetLag is 0 (no replica is behind a leader here)
+and IsFutureKey is false (no in-progress moves between dirs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from broker.handlers.registry import api
+from protocol.messages import response_class
+
+Response = response_class(35)
+DirResult = Response.DescribeLogDirsResult
+TopicResult = DirResult.DescribeLogDirsTopic
+PartResult = TopicResult.DescribeLogDirsPartition
+
+
+@api(35, (1, 4))
+def handle(ctx, req):
+    lm = ctx.broker.log_manager
+    wanted = None
+    if req.topics is not None:
+        wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
+    results = []
+    for d in lm.log_dirs:
+        by_topic: dict[str, list] = {}
+        for topic, partition in lm.partitions():
+            if wanted is not None and (topic, partition) not in wanted:
+                continue
+            if lm.dir_of(topic, partition) != d:
+                continue
+            plog = lm.get(topic, partition)
+            by_topic.setdefault(topic, []).append(
+                PartResult(partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False))
+        try:
+            usage = shutil.disk_usage(d)
+            total, usable = usage.total, usage.free
+        except OSError:
+            total = usable = -1
+        results.append(DirResult(
+            error_code=0, log_dir=os.path.abspath(d),
+            topics=[TopicResult(name=t, partitions=ps) for t, ps in sorted(by_topic.items())],
+            total_bytes=total, usable_bytes=usable, is_cordoned=False))
+    return Response(throttle_time_ms=0, error_code=0, results=results)
