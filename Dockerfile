@@ -17,7 +17,8 @@ COPY broker ./broker
 COPY protocol ./protocol
 COPY storage ./storage
 COPY coordinator ./coordinator
-RUN pip wheel --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-deps --wheel-dir /wheels . \
+ && cd /wheels && sha256sum *.whl > /wheels.sha256
 
 # --- runtime: the wheels installed on a clean slim base, no compilers, no pip cache
 FROM python:${PYTHON_VERSION}-slim
@@ -26,8 +27,12 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=igno
 RUN groupadd --system --gid 1000 kafka \
  && useradd --system --uid 1000 --gid kafka --home-dir /var/lib/kafka --no-create-home \
         --shell /usr/sbin/nologin kafka
+# The wheels are bind-mounted, not copied, so they take no space in the image; the manifest
+# is copied so that the layer cache notices when a wheel changes (and pip installs exactly it).
+COPY --from=build /wheels.sha256 /usr/local/share/pykafka-broker/wheels.sha256
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels pykafka-broker \
+    cd /wheels && sha256sum --check --quiet /usr/local/share/pykafka-broker/wheels.sha256 \
+ && pip install --no-index --find-links=/wheels pykafka-broker \
  && rm -rf /root/.cache
 COPY docker/server.properties /etc/kafka/server.properties
 COPY --chmod=0755 docker/entrypoint.sh /usr/local/bin/docker-entrypoint.sh

@@ -195,6 +195,13 @@ def test_transactional_workload_moves_lso_and_transaction_metrics(metrics_broker
     assert s['kafka_coordinator_transaction_transactions{state="Ongoing"}'] == 0
     assert s['kafka_coordinator_transaction_transactions{state="CompleteAbort"}'] >= 1
     assert s["kafka_coordinator_transaction_transactionmarkerchannelmanager_pendingmarkers"] == 0
+    # pushed by the coordinator: one duration per completed transaction, one marker per partition
+    assert total(s, "kafka_coordinator_transaction_duration_seconds_count", state="CompleteCommit") >= 1
+    assert total(s, "kafka_coordinator_transaction_duration_seconds_count", state="CompleteAbort") >= 1
+    assert total(s, "kafka_coordinator_transaction_transactionmarkerchannelmanager_markerswritten_total",
+                 result="COMMIT") >= 1
+    assert total(s, "kafka_coordinator_transaction_transactionmarkerchannelmanager_markerswritten_total",
+                 result="ABORT") >= 1
     # the coordinator's own log: __transaction_state has the records of this transactional id
     assert total(s, "kafka_log_log_logendoffset", topic="__transaction_state") >= 4
 

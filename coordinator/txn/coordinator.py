@@ -513,6 +513,7 @@ class TransactionCoordinator:
                                                       False, False, SERVER_TRANSACTION_VERSION)
             if error == ErrorCode.NONE:
                 aborted += 1
+                self.broker.metrics.txn_timed_out()
             elif error in (ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.PRODUCER_FENCED,
                            ErrorCode.CONCURRENT_TRANSACTIONS):
                 log.debug("rollback of timed-out transaction cancelled", transactional_id=transactional_id,

@@ -149,12 +149,14 @@ class TransactionMarkerManager:
                 code = results.get(tp, ErrorCode.NETWORK_EXCEPTION)
                 if code in _DONE:
                     metadata.remove_partition(tp)
+                    self.broker.metrics.marker_written("COMMIT" if commit else "ABORT")
                 elif code in _ABANDON:
                     log.warning("transaction markers abandoned: the epoch moved on", transactional_id=txn_id,
                                 topic=tp[0], partition=tp[1], error=code.name)
                     return
                 else:
                     retry = True
+                    self.broker.metrics.marker_retry()
                     log.info("transaction marker not written, retrying", transactional_id=txn_id, topic=tp[0],
                              partition=tp[1], error=code.name)
             if not retry and not metadata.topic_partitions:
@@ -174,8 +176,11 @@ class TransactionMarkerManager:
                 retry_on_error=lambda code: code == ErrorCode.COORDINATOR_NOT_AVAILABLE,
             )
             if error == ErrorCode.NONE:
-                log.debug("transaction completed", transactional_id=metadata.transactional_id,
-                          state=complete.txn_state.state_name)
+                state = complete.txn_state.state_name
+                log.info("transaction completed", transactional_id=metadata.transactional_id,
+                         producer_id=complete.producer_id, producer_epoch=complete.producer_epoch, state=state)
+                if complete.txn_start_timestamp > 0:
+                    self.broker.metrics.txn_completed(state, (_now_ms() - complete.txn_start_timestamp) / 1000)
                 return
             if error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
                 log.info("not writing the transaction completion", transactional_id=metadata.transactional_id,
