@@ -31,6 +31,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from broker.broker import Broker
+    from storage.log import PartitionLog
 
 log = structlog.get_logger(__name__)
 
@@ -189,7 +190,7 @@ class GroupCoordinator:
             total += self._load_partition(p, plog)
         return total
 
-    def _load_partition(self, partition: int, plog) -> int:
+    def _load_partition(self, partition: int, plog: PartitionLog) -> int:
         """Replay one partition from its log start to its high watermark."""
         offset = plog.log_start_offset
         end = plog.high_watermark
@@ -210,7 +211,7 @@ class GroupCoordinator:
             offset = next_offset
         return count
 
-    def _replay_batch(self, partition: int, info: batches.BatchInfo, batch) -> int:
+    def _replay_batch(self, partition: int, info: batches.BatchInfo, batch: bytes | memoryview) -> int:
         if info.is_control:
             try:
                 ctype = batches.control_type(batch)
