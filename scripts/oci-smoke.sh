@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Build and run the container image for real, then the compose stack, each with docker/smoke.py
+# against 127.0.0.1:9092 (produce, consume, a committed and an aborted transaction; for compose
+# also the topics made by init-topics and the /metrics endpoint on 9404).
+# Uses ../shared/tools/oci-check (podman; needs root; installs podman, runc and debootstrap and
+# makes its stand-in base image on first use). Build output goes to $OCI_LOG; on failure its
+# tail is printed. PYTHON: an interpreter with confluent-kafka (default python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tool=../shared/tools/oci-check
+py=${PYTHON:-python3}
+log=${OCI_LOG:-${TMPDIR:-/tmp}/oci-smoke.log}
+export BUILDAH_FORMAT=docker   # podman keeps HEALTHCHECK only in the docker image format
+: >"$log"
+step() {
+  local name=$1 started=$SECONDS; shift
+  if "$tool" "$@" >>"$log" 2>&1; then
+    grep -a '^smoke: ' "$log" | tail -n +"$((seen + 1))"
+    echo "oci-smoke: $name passed in $((SECONDS - started)) s"
+  else
+    echo "oci-smoke: $name FAILED; last lines of $log:" >&2
+    tail -60 "$log" >&2
+    exit 1
+  fi
+  seen=$(grep -ac '^smoke: ' "$log" || true)
+}
+seen=0
+step "oci-check run" run --port 9092 -- "$py" docker/smoke.py --require-transactions
+step "oci-check compose" compose --port 9092 -- "$py" docker/smoke.py --require-transactions \
+  --expect-topics orders,payments,events --metrics http://127.0.0.1:9404/metrics
