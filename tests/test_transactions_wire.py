@@ -322,3 +322,37 @@ def test_txn_offset_commit_is_staged_until_the_commit_marker(wire):
     assert txn_offset_commit(wire, txn_id, group, pid, epoch, 9) == NONE
     assert end_txn(wire, txn_id, pid, epoch, False).error_code == NONE
     assert until(lambda: fetch_offset(wire, group, True), lambda r: r[0] == NONE) == (NONE, 5)
+
+
+# --- transactional.id.expiration.ms ------------------------------------------------------------------
+
+
+def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path):
+    from pathlib import Path
+
+    from tests.test_transactions_crash import txn_log
+
+    b = BrokerProcess(tmp_path / "data", overrides={
+        "transactional.id.expiration.ms": "1500",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
+    }).start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            c.send(CreateTopicsRequest[5](topics=[CreateTopicsRequest.CreatableTopic(
+                name=TOPIC, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+                timeout_ms=10000, validate_only=False), 5)
+            assert find_coordinator(c, "x").error_code == NONE
+            idle, pid, _ = fresh(c)
+            busy, bpid, bepoch = fresh(c)
+            assert add_partitions(c, busy, bpid, bepoch, {TOPIC: [0]}) == {(TOPIC, 0): NONE}
+            d = until(lambda: describe(c, idle), lambda d: d.error_code != NONE, timeout=15)
+            assert d.error_code == TRANSACTIONAL_ID_NOT_FOUND
+            assert describe(c, busy).transaction_state == "Ongoing", "an open transaction never expires"
+            records = txn_log(Path(b.data_dir), idle)
+            assert records[0]["state"] == "Empty" and records[-1] is None, "expiry writes a tombstone"
+            again = init(c, idle)
+            assert again.error_code == NONE and again.producer_id != pid and again.producer_epoch == 0
+            end_txn(c, busy, bpid, bepoch, False)
+        assert b.stop() == 0
+    finally:
+        b.kill()
