@@ -356,3 +356,51 @@ def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path):
         assert b.stop() == 0
     finally:
         b.kill()
+
+
+# --- Fetch and ListOffsets around transactions ------------------------------------------------------
+
+
+def fetch(c: RawClient, partition: int, isolation: int, offset: int = 0):
+    from kafka.protocol.consumer import FetchRequest
+
+    req = FetchRequest[11](replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, isolation_level=isolation,
+                           session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
+                               topic=TOPIC, partitions=[FetchRequest.FetchTopic.FetchPartition(
+                                   partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                                   log_start_offset=-1, partition_max_bytes=8 << 20)])],
+                           forgotten_topics_data=[], rack_id="")
+    return c.send(req, 11).responses[0].partitions[0]
+
+
+def list_offset(c: RawClient, partition: int, isolation: int) -> int:
+    from kafka.protocol.consumer import ListOffsetsRequest
+
+    req = ListOffsetsRequest[5](replica_id=-1, isolation_level=isolation, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[
+            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=partition, current_leader_epoch=-1, timestamp=-1)])])
+    return c.send(req, 5).topics[0].partitions[0].offset
+
+
+def test_fetch_reports_the_lso_and_aborted_transactions(wire):
+    """read_committed: data below the LSO, ``last_stable_offset`` and the aborted transactions of the
+    returned range; read_uncommitted: up to the high watermark, ``aborted_transactions`` null."""
+    partition = 2
+    base = list_offset(wire, partition, 0)
+    txn_id, pid, epoch = fresh(wire)
+    until(lambda: add_partitions(wire, txn_id, pid, epoch, {TOPIC: [partition]}),
+          lambda r: r[(TOPIC, partition)] != CONCURRENT_TRANSACTIONS)
+    assert produce_txn(wire, txn_id, pid, epoch, 0, partition=partition).error_code == NONE
+    assert produce_txn(wire, txn_id, pid, epoch, 1, partition=partition).error_code == NONE
+    p = fetch(wire, partition, 1, base)
+    assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions, p.records) == (base + 2, base, [], b"")
+    assert list_offset(wire, partition, 1) == base and list_offset(wire, partition, 0) == base + 2
+    assert end_txn(wire, txn_id, pid, epoch, False).error_code == NONE
+    until(lambda: describe(wire, txn_id), lambda d: d.transaction_state == "CompleteAbort")
+    p = fetch(wire, partition, 1, base)
+    assert (p.high_watermark, p.last_stable_offset) == (base + 3, base + 3)
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, base)]
+    assert len(p.records) > 0
+    u = fetch(wire, partition, 0, base)
+    assert u.aborted_transactions is None and u.last_stable_offset == base + 3
