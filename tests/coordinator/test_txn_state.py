@@ -201,3 +201,33 @@ def test_value_round_trip(state, parts, epoch, tv):
     assert (v.producer_id, v.producer_epoch, v.transaction_timeout_ms, v.transaction_status) == (123, epoch, 1000, state)
     assert (v.last_update_timestamp_ms, v.start_timestamp_ms, v.version) == (NOW + 1, NOW, 0 if tv == 0 else 1)
     assert v.topic_partitions() == set(parts)
+
+
+# --- the state manager's view while loading ---------------------------------------------------------
+
+
+class _FakeBroker:
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        from broker.config import BrokerConfig
+
+        self.config = BrokerConfig({"transaction.state.log.num.partitions": "4"})
+        self.metadata = SimpleNamespace(get=lambda name: SimpleNamespace(partitions=4))
+        self.log_manager = SimpleNamespace(get=lambda topic, partition: None)
+
+
+def test_coordinator_load_in_progress_until_the_partition_is_loaded():
+    from coordinator.txn.state_manager import TransactionStateManager
+    from protocol.errors import ErrorCode
+
+    sm = TransactionStateManager(_FakeBroker())
+    txn_id = "tx-load"
+    assert sm.get_transaction_state(txn_id) == (ErrorCode.NOT_COORDINATOR, None)
+    assert sm.start_loading() == [0, 1, 2, 3]
+    assert sm.get_transaction_state(txn_id) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None)
+    assert sm.list_transaction_states(set(), set(), -1, None)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    for p in range(4):
+        sm.load_partition(p, lambda epoch, m: None)
+    assert sm.get_transaction_state(txn_id) == (ErrorCode.NONE, None)
+    assert sm.validate_transaction_timeout_ms(900000) and not sm.validate_transaction_timeout_ms(900001)
