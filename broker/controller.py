@@ -107,6 +107,8 @@ class Controller:
         self.broker.metadata.remove(name)
         self.broker.log_manager.delete_topic(name)
         self.broker.replica_manager.topic_deleted(name)
+        if self.broker.group_coordinator is not None:
+            self.broker.group_coordinator.manager.on_topic_deleted(name)
         log.info("topic deleted", topic=name, topic_id=str(info.topic_id))
         return info
 

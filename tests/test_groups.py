@@ -683,3 +683,24 @@ def test_admin_apis_over_the_wire(broker, topic_name):
     resp = raw_request(broker.bootstrap, 13, 1, LeaveGroup(group_id=active, member_id="ghost"))
     assert resp.error_code == 25  # v0-2: the member's error is the top-level error
     c.close()
+
+
+def test_offsets_of_a_deleted_topic_are_removed(broker, topic_name):
+    """Kafka's onPartitionsDeleted: a group forgets offsets of a topic that no longer exists."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(15)
+    group = "gone-" + topic_name
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic_name, 0, 5), TopicPartition(topic_name, 1, 7)], asynchronous=False)
+        assert [tp.offset for tp in c.committed([TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)],
+                                                timeout=10)] == [5, 7]
+        admin.delete_topics([topic_name])[topic_name].result(15)
+        admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(15)
+        after = c.committed([TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)], timeout=10)
+        assert [tp.offset for tp in after] == [-1001, -1001]  # OFFSET_INVALID: nothing committed
+    finally:
+        c.close()

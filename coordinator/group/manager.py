@@ -850,6 +850,23 @@ class GroupMetadataManager:
                 self.offsets.remove(group_id, t, p)
         return ErrorCode.NONE, out
 
+    def on_topic_deleted(self, topic: str) -> int:
+        """Kafka's onPartitionsDeleted: every group forgets the deleted topic's offsets, with a
+        tombstone each so a reload agrees. Returns how many offsets were removed."""
+        removed = 0
+        for group_id in list(self.offsets.committed):
+            doomed = [(topic, p) for p in self.offsets.group_offsets(group_id).get(topic, {})]
+            if not doomed:
+                continue
+            try:
+                self._write(group_id, [(rec.offset_commit_key(group_id, t, p), None) for t, p in doomed])
+            except KafkaError:
+                continue  # the offsets stay; a later delete or expiry removes them
+            for t, p in doomed:
+                self.offsets.remove(group_id, t, p)
+            removed += len(doomed)
+        return removed
+
     # ======================================================================================
     # Admin: DescribeGroups, ListGroups, DeleteGroups
     # ======================================================================================
