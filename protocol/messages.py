@@ -7,10 +7,39 @@ uses them for every control-plane API and keeps hand-written fast paths for the 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
+import sys
 from functools import cache
 
-from kafka.protocol.api_message import ApiMessage
+
+def _import_kafka_protocol_only() -> None:
+    """Make ``kafka.protocol`` importable without running ``kafka/__init__.py``.
+
+    That file imports kafka-python's whole client stack (admin, net, consumer, producer):
+    ~110 ms of a broker start-up that needs only the message codecs. The package module is
+    registered unexecuted and finishes loading itself on first attribute access (PEP 562), so
+    code in the same process that does ``from kafka import KafkaProducer`` still works.
+    """
+    if "kafka" in sys.modules:
+        return
+    spec = importlib.util.find_spec("kafka")
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+
+    def complete(name: str):
+        del module.__getattr__
+        spec.loader.exec_module(module)
+        return getattr(module, name)
+
+    module.__getattr__ = complete
+    sys.modules["kafka"] = module
+
+
+_import_kafka_protocol_only()
+
+from kafka.protocol.api_message import ApiMessage  # noqa: E402
 
 _MODULES = (
     "kafka.protocol.admin",
