@@ -81,7 +81,7 @@ class _Syncer:
 
     def __init__(self, plog: PartitionLog) -> None:
         self.plog = plog
-        self.durable = plog.log_end_offset
+        self.durable = plog.recovery_point  # everything below it is already on disk
         self._task: asyncio.Task | None = None
 
     async def sync(self, end_offset: int) -> None:
@@ -202,9 +202,10 @@ class TransactionStateManager:
         rm = self.broker.replica_manager
         batch = batches.build_batch(records, timestamp=_now_ms())
         try:
-            rm.append_internal(TRANSACTION_STATE_TOPIC, partition, batch)
             plog = rm.partition_log(TRANSACTION_STATE_TOPIC, partition)
-            await self._syncer(partition, plog).sync(plog.log_end_offset)
+            syncer = self._syncer(partition, plog)
+            rm.append_internal(TRANSACTION_STATE_TOPIC, partition, batch)
+            await syncer.sync(plog.log_end_offset)
         except KafkaError as e:
             return map_append_error(e.code)
         except Exception:  # noqa: BLE001 - a storage failure is a coordinator error, never a crash
