@@ -76,9 +76,10 @@ class PipelineConfig:
 
 @dataclass
 class RunResult:
-    committed_batches: list[int]
-    skipped_batches: list[int]
-    progress: dict[str, Any]
+    committed_batches: list[int]  # the Kafka sink's micro-batches committed in this run
+    skipped_batches: list[int]  # replayed micro-batches the Kafka sink found already committed
+    input_rows: dict[str, int]  # per query: Kafka records read in this run (recent progress)
+    progress: dict[str, Any]  # per query: the last progress report
     seconds: float
 
 
@@ -229,8 +230,9 @@ def run(spark, cfg: PipelineConfig, on_committed: Callable[[int], None] | None =
             if q.isActive:
                 q.stop()
         sink.close()
+    rows = {q.name: sum(p.get("numInputRows", 0) for p in q.recentProgress) for q in queries}
     progress = {q.name: (q.lastProgress or {}) for q in queries}
-    return RunResult(list(sink.committed), list(sink.skipped), progress, time.monotonic() - t0)
+    return RunResult(list(sink.committed), list(sink.skipped), rows, progress, time.monotonic() - t0)
 
 
 def _kv(items: Sequence[str] | None) -> dict[str, str]:
@@ -296,7 +298,7 @@ def main(argv: Sequence[str] | None = None, on_committed: Callable[[int], None] 
         "committed_batches": result.committed_batches,
         "skipped_batches": result.skipped_batches,
         "seconds": round(result.seconds, 2),
-        "rows": {name: prog.get("numInputRows") for name, prog in result.progress.items()},
+        "input_rows": result.input_rows,
     }), flush=True)
     return 0
 

@@ -143,6 +143,50 @@ def seed_input(bootstrap: str, topic: str) -> Seeded:
     return Seeded(topic, aggregates, dead, per_partition * PARTITIONS)
 
 
+class HangingTransaction:
+    """An open transaction that holds the input's last stable offset back, with committed records above it.
+
+    Producer C opens a transaction and writes one event per key at T0 + 70 min; producer B then commits
+    one event per key at T0 + 71 min. Until C commits, a read_committed reader sees none of it (the LSO
+    is C's first offset): Spark's offset planning (ListOffsets, isolation level READ_COMMITTED) must
+    stop there. ``commit()`` adds an event per partition at T0 + 3 h (closing the 60/70/71-minute
+    windows) and commits; the aggregates then expected on top of the first phase are ``aggregates``."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.c = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-hanging",
+                           "transaction.timeout.ms": 600_000, "linger.ms": 0})
+        self.c.init_transactions(30)
+        self.c.begin_transaction()
+        rows = []
+        for ki, key in enumerate(KEYS):
+            ws = T0 + 70 * MINUTE
+            self.c.produce(topic, _event(f"h70-{key}", key, ws + ki * 1_000, 100.0 + ki), key=key,
+                           partition=ki % PARTITIONS)
+            rows.append((key, ws, ws + MINUTE, 1, 100.0 + ki, 100.0 + ki, 100.0 + ki))
+        self.c.flush(30)
+        b = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-committer", "linger.ms": 0})
+        b.init_transactions(30)
+        b.begin_transaction()
+        for ki, key in enumerate(KEYS):
+            ws = T0 + 71 * MINUTE
+            b.produce(topic, _event(f"b71-{key}", key, ws + ki * 1_000, 200.0 + ki), key=key,
+                      partition=ki % PARTITIONS)
+            rows.append((key, ws, ws + MINUTE, 1, 200.0 + ki, 200.0 + ki, 200.0 + ki))
+        b.commit_transaction(30)
+        # the first phase's closing events (amount 0 at T0 + 60 min) get their windows closed too
+        for p in range(PARTITIONS):
+            ws = T0 + 60 * MINUTE
+            rows.append((KEYS[p], ws, ws + MINUTE, 1, 0.0, 0.0, 0.0))
+        self.aggregates = sorted(rows)
+
+    def commit(self) -> None:
+        for p in range(PARTITIONS):
+            key = KEYS[p]
+            self.c.produce(self.topic, _event(f"flush2-{p}", key, T0 + 180 * MINUTE, 0.0), key=key, partition=p)
+        self.c.commit_transaction(30)
+
+
 # -- reading the outputs --------------------------------------------------------------------------------
 
 
@@ -222,8 +266,10 @@ def spark(spark_jars, tmp_path_factory):
     from pipelines.job import PipelineConfig, build_session
 
     t0 = time.monotonic()
+    local_dir = tmp_path_factory.mktemp("spark-local")
     cfg = PipelineConfig(bootstrap="unused:9092", input_topic="-", output_topic="-", output_path="-",
-                         checkpoint_path="-", spark_conf={"spark.jars": spark_jars, **FAST_START})
+                         checkpoint_path="-",
+                         spark_conf={"spark.jars": spark_jars, "spark.local.dir": str(local_dir), **FAST_START})
     session = build_session(cfg)
     print(f"\n[pipeline] SparkSession {session.version} up in {time.monotonic() - t0:.1f}s")
     yield session
@@ -273,19 +319,18 @@ def _config(bootstrap: str, seeded: Seeded, tmp: Path, jars: str, max_offsets: i
     return PipelineConfig(
         bootstrap=bootstrap, input_topic=seeded.topic, output_topic=f"{seeded.topic}-aggregates",
         output_path=str(tmp / "out"), checkpoint_path=str(tmp / "checkpoints"),
-        max_offsets_per_trigger=max_offsets, spark_conf={"spark.jars": jars, **FAST_START})
+        max_offsets_per_trigger=max_offsets,
+        spark_conf={"spark.jars": jars, "spark.local.dir": str(tmp / "spark-local"), **FAST_START})
 
 
-def _check_outputs(spark, bootstrap: str, cfg, seeded: Seeded) -> None:
-    expected = seeded.aggregates
-    assert len(expected) == len(KEYS) * MINUTES
+def _check_outputs(spark, bootstrap: str, cfg, aggregates: list[tuple], dead_letters: Counter) -> None:
     got_parquet = parquet_aggregates(spark, cfg.path("aggregates"))
-    assert got_parquet == expected, "Parquet table differs from the expected aggregates"
+    assert got_parquet == aggregates, "Parquet table differs from the expected aggregates"
     got_topic = topic_aggregates(bootstrap, cfg.output_topic)
-    assert got_topic == expected, "output topic (read_committed) differs from the expected aggregates"
+    assert got_topic == aggregates, "output topic (read_committed) differs from the expected aggregates"
     dead = parquet_dead_letters(spark, cfg.path("dead_letter"))
-    assert len(dead) == len(set((p, o) for p, o, _ in dead)) == sum(seeded.dead_letters.values())
-    assert Counter(reason for _, _, reason in dead) == seeded.dead_letters
+    assert len(dead) == len(set((p, o) for p, o, _ in dead)) == sum(dead_letters.values())
+    assert Counter(reason for _, _, reason in dead) == dead_letters
 
 
 # -- tests ---------------------------------------------------------------------------------------------------
@@ -296,7 +341,9 @@ def test_pipeline_exactly_once(spark, spark_jars, bootstrap, tmp_path, topic_nam
 
     t0 = time.monotonic()
     seeded = seed_input(bootstrap, topic_name)
+    hanging = HangingTransaction(bootstrap, topic_name)
     t_seed = time.monotonic() - t0
+    assert len(seeded.aggregates) == len(KEYS) * MINUTES
     # About 3 data micro-batches: windows close progressively as the watermark moves.
     cfg = _config(bootstrap, seeded, tmp_path, spark_jars, max_offsets=seeded.offsets // 3 + 1)
     result = run(spark, cfg)
@@ -304,15 +351,21 @@ def test_pipeline_exactly_once(spark, spark_jars, bootstrap, tmp_path, topic_nam
           f"{result.committed_batches}")
     assert result.skipped_batches == []
     assert len(result.committed_batches) >= 2, "expected the aggregates to span several micro-batches"
-    _check_outputs(spark, bootstrap, cfg, seeded)
+    # Nothing at or above the open transaction's first offset was read: only the first phase is there.
+    _check_outputs(spark, bootstrap, cfg, seeded.aggregates, seeded.dead_letters)
     progress = progress_records(bootstrap, cfg.progress)
     assert [p["batch_id"] for p in progress] == result.committed_batches
-    total = sum(p["records"] for p in progress)
-    assert total == len(seeded.aggregates)
-    # A second run over the same checkpoint finds nothing new and writes nothing.
+    assert sum(p["records"] for p in progress) == len(seeded.aggregates)
+
+    # The open transaction commits; a second run over the same checkpoint adds exactly what it released.
+    hanging.commit()
     again = run(spark, cfg)
-    assert again.committed_batches == [] and again.skipped_batches == []
-    assert topic_aggregates(bootstrap, cfg.output_topic) == seeded.aggregates
+    print(f"[pipeline] second run {again.seconds:.1f}s, committed batches {again.committed_batches}")
+    assert again.skipped_batches == [] and again.committed_batches
+    assert min(again.committed_batches) > max(result.committed_batches)
+    _check_outputs(spark, bootstrap, cfg, sorted(seeded.aggregates + hanging.aggregates), seeded.dead_letters)
+    progress = progress_records(bootstrap, cfg.progress)
+    assert [p["batch_id"] for p in progress] == result.committed_batches + again.committed_batches
 
 
 DRIVER = r"""
@@ -417,7 +470,7 @@ def test_pipeline_crash_restart(spark, spark_jars, bootstrap, tmp_path, topic_na
     print("\n[pipeline] crash test runs: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
           + f"; final run summary {d3.summary()}")
 
-    _check_outputs(spark, bootstrap, cfg, seeded)
+    _check_outputs(spark, bootstrap, cfg, seeded.aggregates, seeded.dead_letters)
     # The progress topic: one committed record per committed batch, batch ids strictly increasing.
     ids = [p["batch_id"] for p in progress_records(bootstrap, cfg.progress)]
     assert ids == sorted(set(ids)) and crashed_batch in ids
