@@ -113,8 +113,7 @@ class ReplicaManager:
                     AppendOrigin.CLIENT, verify_transactions=True, verification_guard=guard
                 ):
                     result = self.append_validated(topic, partition, plog, buf, batches)
-            self.broker.metrics.bytes_in.labels(topic).inc(len(buf))
-            self.broker.metrics.messages_in.labels(topic).inc(sum(b.records_count for b in batches))
+            self.broker.metrics.produced(topic, len(buf), sum(b.records_count for b in batches))
             return result
         except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
             code = error_code_of(e)
