@@ -170,6 +170,7 @@ class BrokerMetrics:
             "Rebalances completed (a new generation)", registry=r)
         self._request_labels: dict[tuple[int, int], Any] = {}
         self._latency_labels: dict[int, Any] = {}
+        self._pre_scrape: list[Callable[[], None]] = []
         self._topic_in: dict[str, tuple[Any, Any]] = {}
         self._topic_out: dict[str, tuple[Any, Any]] = {}
 
@@ -213,6 +214,19 @@ class BrokerMetrics:
         pair[0].inc(len(records))
         pair[1].inc(count_records(records))
 
+    def forget_topics(self, live: set[str]) -> None:
+        """Drop the per-topic series of topics that no longer exist (Kafka removes a deleted
+        topic's BrokerTopicMetrics too), so short-lived test topics don't pile up."""
+        for topic in [t for t in set(self._topic_in) | set(self._topic_out) if t not in live]:
+            self._topic_in.pop(topic, None)
+            self._topic_out.pop(topic, None)
+            for counter in (self.bytes_in, self.messages_in, self.bytes_out, self.messages_out,
+                            self.failed_produce, self.failed_fetch):
+                try:
+                    counter.remove(topic)
+                except KeyError:
+                    pass
+
     # --- the coordinators' API ------------------------------------------------------------
 
     def txn_completed(self, state: str, duration_s: float) -> None:
@@ -232,6 +246,15 @@ class BrokerMetrics:
         self.group_rebalances.inc()
 
     # --- scrape-time collectors -----------------------------------------------------------
+
+    def prepare_scrape(self) -> None:
+        """Run before each scrape (by the /metrics endpoint): housekeeping such as dropping the
+        series of deleted topics, done before any collector reads."""
+        for fn in self._pre_scrape:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001
+                log.exception("metrics pre-scrape hook failed")
 
     def add_collector(self, collect: Callable[[], Iterable[Metric]]) -> None:
         """Register a scrape-time collector (a function returning metric families)."""
@@ -254,6 +277,13 @@ class BrokerMetrics:
             return [info, uptime]
 
         self.add_collector(broker_info)
+
+        def forget_deleted_topics() -> None:
+            lm = getattr(broker, "log_manager", None)
+            if lm is not None:
+                self.forget_topics({plog.topic for plog in list(lm.logs())})
+
+        self._pre_scrape.append(forget_deleted_topics)
         self.add_collector(lambda: partition_metrics(broker))
         self.add_collector(lambda: transaction_metrics(broker.txn_coordinator))
         self.add_collector(lambda: group_metrics(broker.group_coordinator))

@@ -24,6 +24,7 @@ from prometheus_client.metrics_core import Metric
 
 if TYPE_CHECKING:
     from broker.broker import Broker
+    from broker.metrics import BrokerMetrics
 
 log = structlog.get_logger(__name__)
 
@@ -67,7 +68,7 @@ def _response(status: str, body: bytes, headers: dict[str, str] | None = None, h
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
 
 
-async def _serve(registry: CollectorRegistry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT)
@@ -88,7 +89,9 @@ async def _serve(registry: CollectorRegistry, reader: asyncio.StreamReader, writ
         if method not in ("GET", "HEAD"):
             writer.write(_response("405 Method Not Allowed", b"GET /metrics\n"))
         elif path in ("/metrics", "/"):
-            body, out_headers = render(registry, headers.get("accept", ""), query, headers.get("accept-encoding", ""))
+            metrics.prepare_scrape()
+            body, out_headers = render(metrics.registry, headers.get("accept", ""), query,
+                                       headers.get("accept-encoding", ""))
             writer.write(_response("200 OK", body, out_headers, head_only=method == "HEAD"))
         elif path == "/healthz":
             writer.write(_response("200 OK", b"ok\n", head_only=method == "HEAD"))
@@ -112,9 +115,9 @@ async def start_metrics(broker: Broker) -> asyncio.AbstractServer | None:
     if port <= 0:
         return None
     host = str(broker.config.get("metrics.host") or "").strip() or None
-    registry = broker.metrics.registry
+    metrics = broker.metrics
     server = await asyncio.start_server(
-        lambda r, w: _serve(registry, r, w), host, port, reuse_address=True, limit=_MAX_HEAD)
+        lambda r, w: _serve(metrics, r, w), host, port, reuse_address=True, limit=_MAX_HEAD)
     broker.metrics_port = server.sockets[0].getsockname()[1]
     log.info("metrics endpoint listening", host=host or "0.0.0.0", port=broker.metrics_port, path="/metrics")
 

@@ -206,6 +206,21 @@ def test_transactional_workload_moves_lso_and_transaction_metrics(metrics_broker
     assert total(s, "kafka_log_log_logendoffset", topic="__transaction_state") >= 4
 
 
+def test_a_deleted_topic_leaves_no_series(metrics_broker: BrokerProcess) -> None:
+    b, port = metrics_broker, metrics_broker.metrics_port
+    topic = f"gone-{uuid.uuid4().hex[:8]}"
+    create_topic(b, NewTopic(topic, 2, 1))
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    p.produce(topic, value=b"v")
+    assert p.flush(30) == 0
+    s = scrape(port)
+    assert total(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 1
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    s = scrape(port)
+    assert not [k for k in s if f'topic="{topic}"' in k]
+
+
 def test_endpoint_serves_openmetrics_gzip_filters_and_404(metrics_broker: BrokerProcess) -> None:
     port = metrics_broker.metrics_port
     req = urllib.request.Request(
