@@ -10,8 +10,11 @@ kinds of metric:
   backlog), so nothing is updated per append. Scrapes run on the event loop thread
   (``broker.metrics_http``), so collectors may read broker state without locks.
 
-The push API for the coordinators (all cheap, safe to call from the event loop)::
+The push API (all cheap, called on the event loop)::
 
+    metrics.request_done(api_key, version, seconds) / metrics.error(api_key, error_name)
+    metrics.produced(topic, nbytes, nrecords) / metrics.fetched(topic, batches)
+    metrics.connection_opened(listener) / metrics.connection_closed(listener)
     metrics.txn_completed(state, duration_s)   # state: "CompleteCommit" / "CompleteAbort"
     metrics.txn_timed_out()                    # the coordinator aborted a timed-out transaction
     metrics.marker_written(result)             # a COMMIT/ABORT marker acknowledged ("COMMIT"/"ABORT")
@@ -30,7 +33,7 @@ only drops that metric, never the scrape):
   ``pending_count()`` or ``len(pending)`` of ``marker_channel`` / ``markers`` if it has one,
   else the partitions still listed by PrepareCommit/PrepareAbort transactions.
 * ``broker.group_coordinator`` (if not None): ``manager.groups`` (group id -> group with a
-  ``state``) and ``manager.offsets`` (``__len__`` or ``count()``, optional).
+  ``state``) and ``manager.offsets`` (``count()``, a ``committed`` mapping or ``__len__``).
 
 The names and labels are listed in README.md ("Metrics").
 """
