@@ -330,6 +330,7 @@ def _ctp_kafka_python(bootstrap: str, inp: str, out: str, group: str) -> int:
             producer.send_offsets_to_transaction(positions, consumer.group_metadata())
             n += 1
             if n % 3 == 0:
+                producer.flush()  # abort drops unsent batches; flush so the aborted data is in the log
                 producer.abort_transaction()
                 aborted += 1
                 for tp in consumer.assignment():
