@@ -1,0 +1,431 @@
+"""Side-by-side benchmark: Apache Kafka (the reference, tests/support/kafka_reference.py) and our broker,
+on this machine, in the same run, measured with Kafka's own tools.
+
+    python bench/kafka_compare.py                       # small defaults, a few minutes
+    python bench/kafka_compare.py --runs 5 --records 500000 --record-size 1024 --partitions 3
+    python bench/kafka_compare.py --json results.json   # also write every raw figure
+
+Figures (each the median of --runs runs; Kafka and ours alternate run by run so that machine noise
+hits both alike):
+
+- produce MB/s with ProducerPerformance: plain (acks=all, no idempotence), idempotent (the Java
+  default: enable.idempotence=true, acks=all) and transactional (--transaction-duration-ms, default
+  100 ms); also the producer's p99 send latency of the plain run;
+- consume MB/s, read_committed, with ConsumerPerformance over the transactional run's topic
+  (fetch.MB.sec: the time after the group join);
+- transactions/s: ProducerPerformance with --transaction-duration-ms 1, i.e. about one record per
+  transaction; the number of transactions is counted exactly from the log (high watermark minus
+  records: one commit marker per transaction on a one-partition topic);
+- end-to-end latency (EndToEndLatency: produce acks=all, then consume each record) p50/p99;
+- start-up: process spawn to the first answered Metadata request (ApiVersions + Metadata listing the
+  broker), on an empty data directory; Kafka's storage format is a separate one-time step, not counted;
+- RSS (VmRSS from /proc/<pid>/status): idle a few seconds after start-up, and the peak sampled every
+  100 ms during the load phase.
+
+Prints a table with the ratio ours/Kafka and the issue's target for each figure. Needs java 17+ and mvn
+(for the first fetch of Kafka's jars); not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.kafka_reference import (  # noqa: E402
+    KafkaReference,
+    free_port,
+    probe_kafka_api,
+)
+
+TOOLS = "org.apache.kafka.tools."
+PRODUCER_RE = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+E2E_AVG_RE = re.compile(r"Avg latency: ([\d.]+) ms")
+E2E_PCT_RE = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99.9th = ([\d.]+)")
+
+# The settings KafkaReference gives Apache Kafka, given to ours as well.
+OUR_OVERRIDES = {
+    "num.partitions": "1", "default.replication.factor": "1", "min.insync.replicas": "1",
+    "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def vm_rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+class RssSampler:
+    """Samples a process's VmRSS every ``interval`` seconds while active; keeps the peak."""
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        self.pid, self.interval = pid, interval
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss = vm_rss_mb(self.pid)
+            if rss is not None:
+                self.peak = max(self.peak, rss)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# -- the two brokers ---------------------------------------------------------------------------------
+
+class Broker:
+    name: str
+    bootstrap: str
+    pid: int
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class KafkaBroker(Broker):
+    name = "kafka"
+
+    def __init__(self, ref: KafkaReference, workdir: Path) -> None:
+        self.ref = ref
+        ref.start(workdir)
+        self.bootstrap = ref.bootstrap
+        self.pid = ref.proc.pid
+        # Popen -> ApiVersions + Metadata answered (KafkaReference polls every 100 ms); format excluded
+        self.startup_s = ref.timings["start"]
+
+    def stop(self) -> None:
+        self.ref.stop()
+
+
+class OurBroker(Broker):
+    name = "ours"
+
+    def __init__(self, workdir: Path, log_level: str = "WARNING") -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        args = [sys.executable, "-m", "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                "--override", f"log.dirs={workdir / 'data'}", "--override", f"log.level={log_level}"]
+        for k, v in OUR_OVERRIDES.items():
+            args += ["--override", f"{k}={v}"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+        env["PYTHONPATH"] = str(ROOT)
+        self._log = open(workdir / "broker.log", "ab")  # noqa: SIM115 - closed in stop()
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.pid = self.proc.pid
+        host, _, p = self.bootstrap.rpartition(":")
+        deadline = t0 + 60
+        while True:  # the same probe as Kafka's (ApiVersions, then Metadata listing a broker), every 10 ms
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"our broker exited with {self.proc.returncode}; see {workdir / 'broker.log'}")
+            try:
+                probe_kafka_api(host, int(p), timeout=1.0)
+                break
+            except Exception:  # noqa: BLE001
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        self.startup_s = time.monotonic() - t0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+# -- measurements -------------------------------------------------------------------------------------
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)], timeout_ms=30000)
+    finally:
+        admin.close()
+    # wait until a producer would find a leader
+    host, _, port = bootstrap.rpartition(":")
+    from kafka import KafkaConsumer
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while not c.partitions_for_topic(name) or len(c.partitions_for_topic(name)) < partitions:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {name} not visible on {bootstrap}")
+            time.sleep(0.1)
+            c.topics()
+    finally:
+        c.close()
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        return sum(c.end_offsets(tps).values())
+    finally:
+        c.close()
+
+
+def tool(ref: KafkaReference, main: str, args: list, timeout: float) -> str:
+    r = ref.run_tool(TOOLS + main, args, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"{main} exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def producer_perf(ref, bootstrap, topic, records, size, props: dict, extra: list, timeout: float) -> dict:
+    out = tool(ref, "ProducerPerformance", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records, "--record-size", size,
+        "--throughput", -1, "--reporting-interval", 600000,
+        "--command-property", *[f"{k}={v}" for k, v in props.items()], *extra], timeout)
+    m = None
+    for line in out.splitlines():
+        m = PRODUCER_RE.search(line) or m
+    if m is None:
+        raise RuntimeError(f"no summary in ProducerPerformance output:\n{out[-2000:]}")
+    n, rps, mbps, avg, mx, p50, p95, p99, p999 = m.groups()
+    return {"records": int(n), "records_per_s": float(rps), "mb_per_s": float(mbps), "avg_ms": float(avg),
+            "p50_ms": float(p50), "p99_ms": float(p99), "elapsed_s": int(n) / float(rps) if float(rps) else None}
+
+
+def consumer_perf(ref, bootstrap, topic, records, timeout: float) -> dict:
+    out = tool(ref, "ConsumerPerformance", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records, "--timeout", 30000,
+        "--group", f"perf-{uuid.uuid4().hex[:8]}", "--command-property", "isolation.level=read_committed",
+        "auto.offset.reset=earliest"], timeout)
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    header, row = lines[-2], lines[-1]
+    stats = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in row.split(",")], strict=False))
+    return {"records": int(stats["data.consumed.in.nMsg"]), "mb_per_s": float(stats["MB.sec"]),
+            "fetch_mb_per_s": float(stats["fetch.MB.sec"]), "rebalance_ms": float(stats["rebalance.time.ms"])}
+
+
+def e2e_latency(ref, bootstrap, topic, records, size, timeout: float) -> dict:
+    out = tool(ref, "EndToEndLatency", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records, "--producer-acks", "all",
+        "--record-size", size], timeout)
+    avg, pct = E2E_AVG_RE.search(out), E2E_PCT_RE.search(out)
+    if not (avg and pct):
+        raise RuntimeError(f"no latency summary in EndToEndLatency output:\n{out[-2000:]}")
+    return {"avg_ms": float(avg.group(1)), "p50_ms": float(pct.group(1)), "p99_ms": float(pct.group(2)),
+            "p999_ms": float(pct.group(3))}
+
+
+def one_round(ref: KafkaReference, b: Broker, run: int, a, figures: dict) -> None:
+    """Every load measurement once against broker ``b``; appends to figures[metric]."""
+    tag = f"{run}-{uuid.uuid4().hex[:6]}"
+    base = {"acks": "all", **dict(kv.split("=", 1) for kv in a.producer_prop)}
+    to = a.tool_timeout
+
+    t = f"perf-plain-{tag}"
+    create_topic(b.bootstrap, t, a.partitions)
+    r = producer_perf(ref, b.bootstrap, t, a.records, a.record_size, {**base, "enable.idempotence": "false"}, [], to)
+    figures["produce_plain_mb_s"].append(r["mb_per_s"])
+    figures["produce_plain_p99_ms"].append(r["p99_ms"])
+    log(f"  {b.name} plain: {r['mb_per_s']:.1f} MB/s, p99 {r['p99_ms']:.0f} ms")
+
+    t = f"perf-idem-{tag}"
+    create_topic(b.bootstrap, t, a.partitions)
+    r = producer_perf(ref, b.bootstrap, t, a.records, a.record_size, {**base, "enable.idempotence": "true"}, [], to)
+    figures["produce_idempotent_mb_s"].append(r["mb_per_s"])
+    log(f"  {b.name} idempotent: {r['mb_per_s']:.1f} MB/s")
+
+    t = f"perf-txn-{tag}"
+    create_topic(b.bootstrap, t, a.partitions)
+    r = producer_perf(ref, b.bootstrap, t, a.records, a.record_size, {**base, "enable.idempotence": "true"},
+                      ["--transactional-id", f"perf-txn-{tag}", "--transaction-duration-ms", a.txn_duration_ms], to)
+    figures["produce_transactional_mb_s"].append(r["mb_per_s"])
+    log(f"  {b.name} transactional ({a.txn_duration_ms} ms): {r['mb_per_s']:.1f} MB/s")
+
+    c = consumer_perf(ref, b.bootstrap, t, a.records, to)
+    if c["records"] < a.records:
+        raise RuntimeError(f"{b.name}: ConsumerPerformance read {c['records']} of {a.records}")
+    figures["consume_read_committed_mb_s"].append(c["fetch_mb_per_s"])
+    log(f"  {b.name} consume read_committed: {c['fetch_mb_per_s']:.1f} MB/s (fetch), {c['mb_per_s']:.1f} overall")
+
+    t = f"perf-txrate-{tag}"
+    create_topic(b.bootstrap, t, 1)
+    r = producer_perf(ref, b.bootstrap, t, a.txn_records, 100, {**base, "enable.idempotence": "true"},
+                      ["--transactional-id", f"perf-txrate-{tag}", "--transaction-duration-ms", 1], to)
+    txns = end_offsets(b.bootstrap, t, 1) - a.txn_records  # one commit marker per transaction
+    figures["transactions_per_s"].append(txns / r["elapsed_s"])
+    log(f"  {b.name} transactions: {txns} in {r['elapsed_s']:.1f}s = {txns / r['elapsed_s']:.0f}/s")
+
+    t = f"perf-e2e-{tag}"
+    create_topic(b.bootstrap, t, 1)
+    e = e2e_latency(ref, b.bootstrap, t, a.e2e_records, a.e2e_record_size, to)
+    figures["e2e_p50_ms"].append(e["p50_ms"])
+    figures["e2e_p99_ms"].append(e["p99_ms"])
+    log(f"  {b.name} end-to-end: p50 {e['p50_ms']:.1f} ms, p99 {e['p99_ms']:.1f} ms")
+
+
+# -- report --------------------------------------------------------------------------------------------
+
+ROWS = [  # key, label, unit, target ratio text, higher is better
+    ("produce_plain_mb_s", "produce, plain (acks=all)", "MB/s", ">= 1.0", True),
+    ("produce_idempotent_mb_s", "produce, idempotent", "MB/s", ">= 1.0", True),
+    ("produce_transactional_mb_s", "produce, transactional", "MB/s", ">= 1.0", True),
+    ("consume_read_committed_mb_s", "consume, read_committed", "MB/s", ">= 1.0", True),
+    ("transactions_per_s", "transactions (1 record each)", "txn/s", ">= 1.0", True),
+    ("produce_plain_p99_ms", "produce p99 latency (plain)", "ms", "<= 1.0", False),
+    ("e2e_p50_ms", "end-to-end latency p50", "ms", "", False),
+    ("e2e_p99_ms", "end-to-end latency p99", "ms", "<= 1.0", False),
+    ("startup_s", "start-up to first Metadata", "s", "<= 0.1", False),
+    ("rss_idle_mb", "RSS idle", "MB", "<= 0.2", False),
+    ("rss_load_mb", "RSS under load (peak)", "MB", "<= 0.2", False),
+]
+
+
+def meets(ratio: float, target: str) -> str:
+    if not target or ratio != ratio:  # NaN
+        return ""
+    op, val = target.split()
+    ok = ratio >= float(val) if op == ">=" else ratio <= float(val)
+    return "yes" if ok else "NO"
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:10.1f}" if x >= 10 else f"{x:10.3f}"
+
+
+def print_table(results: dict, a) -> None:
+    print()
+    print(f"Apache Kafka {KafkaReference().version} vs ours; medians of {a.runs} runs "
+          f"({a.records} x {a.record_size} B records, {a.partitions} partition(s)), "
+          f"start-up median of {a.startup_runs}; {os.cpu_count()} CPUs")
+    head = f"{'figure':<32} {'unit':>6} {'Kafka':>10} {'ours':>10} {'ours/Kafka':>11} {'target':>8} {'met':>4}"
+    print(head)
+    print("-" * len(head))
+    for key, label, unit, target, _ in ROWS:
+        kv, ov = results["kafka"].get(key), results["ours"].get(key)
+        km = statistics.median(kv) if kv else None
+        om = statistics.median(ov) if ov else None
+        ratio = om / km if (km and om is not None) else float("nan")
+        print(f"{label:<32} {unit:>6} {_fmt(km):>10} {_fmt(om):>10} {ratio:11.2f} {target:>8} {meets(ratio, target):>4}")
+    print()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3, help="runs per load figure (median)")
+    ap.add_argument("--records", type=int, default=50_000, help="records per produce/consume run")
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--txn-duration-ms", type=int, default=100, help="transaction length of the transactional run")
+    ap.add_argument("--txn-records", type=int, default=2000, help="records of the transactions/s run")
+    ap.add_argument("--e2e-records", type=int, default=2000)
+    ap.add_argument("--e2e-record-size", type=int, default=100)
+    ap.add_argument("--startup-runs", type=int, default=3)
+    ap.add_argument("--kafka-heap", default="512m", help="Kafka's -Xms/-Xmx (KafkaReference's default)")
+    ap.add_argument("--producer-prop", action="append", default=[], metavar="K=V",
+                    help="extra producer property for every ProducerPerformance run")
+    ap.add_argument("--tool-timeout", type=float, default=600)
+    ap.add_argument("--only", choices=("kafka", "ours"), help="measure one broker only")
+    ap.add_argument("--json", help="write all raw figures to this file")
+    ap.add_argument("--workdir", help="keep data here (default: a temp dir, removed)")
+    a = ap.parse_args(argv)
+
+    ref = KafkaReference(heap=a.kafka_heap)
+    log(f"fetching Apache Kafka {ref.version} jars (cached after the first time)")
+    ref.fetch()
+    tmp = tempfile.TemporaryDirectory(prefix="kafka-compare-") if not a.workdir else None
+    workdir = Path(a.workdir or tmp.name)
+    names = [n for n in ("kafka", "ours") if a.only in (None, n)]
+    results: dict[str, dict[str, list[float]]] = {n: defaultdict(list) for n in ("kafka", "ours")}
+
+    def start(name: str, where: Path) -> Broker:
+        return KafkaBroker(KafkaReference(heap=a.kafka_heap), where) if name == "kafka" else OurBroker(where)
+
+    running: list[Broker] = []
+    try:
+        for i in range(a.startup_runs):
+            for n in names:
+                b = start(n, workdir / f"startup-{n}-{i}")
+                running.append(b)
+                results[n]["startup_s"].append(b.startup_s)
+                log(f"start-up {n} #{i + 1}: {b.startup_s:.3f}s")
+                b.stop()
+                running.remove(b)
+
+        brokers = {}
+        for n in names:
+            brokers[n] = start(n, workdir / f"load-{n}")
+            running.append(brokers[n])
+        time.sleep(5)  # let start-up work (Kafka's JIT, log recovery threads) settle
+        for n, b in brokers.items():
+            rss = vm_rss_mb(b.pid)
+            results[n]["rss_idle_mb"].append(rss)
+            log(f"RSS idle {n}: {rss:.0f} MB")
+        samplers = {n: RssSampler(b.pid) for n, b in brokers.items()}
+        for s in samplers.values():
+            s.__enter__()
+        try:
+            for run in range(a.runs):
+                for n, b in (brokers.items() if run % 2 == 0 else reversed(list(brokers.items()))):
+                    log(f"run {run + 1}/{a.runs}: {n}")
+                    one_round(ref, b, run, a, results[n])
+        finally:
+            for s in samplers.values():
+                s.__exit__(None, None, None)
+        for n, s in samplers.items():
+            results[n]["rss_load_mb"].append(s.peak)
+            log(f"RSS peak under load {n}: {s.peak:.0f} MB")
+    finally:
+        for b in running:
+            b.stop()
+        print_table(results, a)
+        if a.json:
+            Path(a.json).write_text(json.dumps({"args": vars(a), "results": results}, indent=2))
+        if tmp is not None:
+            tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
