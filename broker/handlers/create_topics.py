@@ -27,10 +27,15 @@ def handle(ctx, req):
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
+    duplicates_answered: set[str] = set()
     for t in req.topics:
         if seen[t.name] > 1:
-            results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
-                                  error_message=f"Duplicate topic name: {t.name}", topic_id=uuid.UUID(int=0)))
+            # Kafka's response is keyed by name: a duplicated name is answered once
+            if t.name not in duplicates_answered:
+                duplicates_answered.add(t.name)
+                results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
+                                      error_message=f"Duplicate topic name: {t.name}", topic_id=uuid.UUID(int=0),
+                                      num_partitions=-1, replication_factor=-1, configs=[]))
             continue
         configs = {c.name: c.value for c in t.configs}
         try:
@@ -40,7 +45,7 @@ def handle(ctx, req):
             )
         except KafkaError as e:
             results.append(Result(name=t.name, error_code=e.code, error_message=e.message, topic_id=uuid.UUID(int=0),
-                                  num_partitions=-1, replication_factor=-1, configs=None))
+                                  num_partitions=-1, replication_factor=-1, configs=[]))
             continue
         if info is None:  # validate_only
             partitions = t.num_partitions if t.num_partitions > 0 else broker.config.get("num.partitions")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
-from protocol.errors import ErrorCode
+from broker.metadata import validate_topic_name
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_class
 from storage.log_config import TOPIC_CONFIGS, format_config_value
 
@@ -104,6 +105,11 @@ def handle(ctx, req):
     for r in req.resources:
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         if r.resource_type == RESOURCE_TOPIC:
+            try:
+                validate_topic_name(r.resource_name)  # Kafka: Topic.validate first, INVALID_TOPIC_EXCEPTION
+            except KafkaError as e:
+                results.append(Result(error_code=e.code, error_message=e.message, configs=[], **base))
+                continue
             info = broker.metadata.get(r.resource_name)
             if info is None:
                 results.append(Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

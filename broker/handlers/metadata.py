@@ -50,7 +50,8 @@ def topic_entry(info: TopicInfo, node_id: int, with_ops: bool) -> Topic:
 
 
 def error_entry(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Topic:
-    return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+    # Kafka flags internal topic names as internal even when they do not exist (Topic.isInternal)
+    return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=name in INTERNAL_TOPICS, partitions=[])
 
 
 def brokers_for(ctx) -> list:
