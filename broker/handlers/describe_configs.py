@@ -122,7 +122,9 @@ def handle(ctx, req):
                                       error_message=f"Unexpected broker id, expected {broker.node_id} but received "
                                                     f"{r.resource_name}", configs=[], **base))
                 continue
-            values = broker_config_entries(broker)
+            # The empty name is the cluster-wide default resource: Kafka lists only the dynamically set
+            # cluster defaults there, and this broker has no dynamic broker configs.
+            values = broker_config_entries(broker) if r.resource_name else []
         elif r.resource_type == RESOURCE_BROKER_LOGGER:
             values = []
         else:
