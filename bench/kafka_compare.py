@@ -337,7 +337,8 @@ def print_table(results: dict, a) -> None:
     print()
     print(f"Apache Kafka {KafkaReference().version} vs ours; medians of {a.runs} runs "
           f"({a.records} x {a.record_size} B records, {a.partitions} partition(s)), "
-          f"start-up median of {a.startup_runs}; {os.cpu_count()} CPUs")
+          f"start-up median of {a.startup_runs}; {os.cpu_count()} CPUs, load average now "
+          f"{os.getloadavg()[0]:.1f} (at start {a.load_at_start:.1f})")
     head = f"{'figure':<32} {'unit':>6} {'Kafka':>10} {'ours':>10} {'ours/Kafka':>11} {'target':>8} {'met':>4}"
     print(head)
     print("-" * len(head))
@@ -371,6 +372,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", help="keep data here (default: a temp dir, removed)")
     a = ap.parse_args(argv)
 
+    a.load_at_start = os.getloadavg()[0]  # other work on the machine skews every figure
     ref = KafkaReference(heap=a.kafka_heap)
     log(f"fetching Apache Kafka {ref.version} jars (cached after the first time)")
     ref.fetch()
