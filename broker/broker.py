@@ -51,6 +51,7 @@ class Broker:
         self.group_coordinator = None
         self.txn_coordinator = None
         self.producer_ids = None  # coordinator.producer_ids.ProducerIdManager, set in start() (issue 4)
+        self.log_cleaner = None  # storage.cleaner.LogCleaner when log.cleaner.enable
         self._servers: list = []
         self._periodic: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
@@ -89,6 +90,11 @@ class Broker:
         self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick)
         self._schedule(min(self.config.log_flush_interval_ms, 1000), self._flush_tick)
         self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        if self.config.get("log.cleaner.enable"):  # log compaction, in slices on this loop
+            from storage.cleaner import LogCleaner
+
+            self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, self.config)
+            self._schedule(self.config.get("log.cleaner.backoff.ms"), self.log_cleaner.run)
         # issue 4: Kafka's PeriodicProducerExpirationCheck, for every partition
         self._schedule(self.config.get("producer.id.expiration.check.interval.ms"),
                        lambda: expire_idle_producers(self.log_manager))

@@ -120,7 +120,8 @@ class ReplicaManager:
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("append failed", topic=topic, partition=partition)
             self.broker.metrics.failed_produce.labels(topic).inc()
-            return ProduceResult(code, error_message=str(e) if str(e) != code.name else None)
+            return ProduceResult(code, error_message=str(e) if str(e) != code.name else None,
+                                 record_errors=list(getattr(e, "record_errors", ())))
 
     def _validate(self, buf: bytearray, api_version: int, plog: PartitionLog) -> list[rec.BatchInfo]:
         if len(buf) >= rec.LOG_OVERHEAD + 5 and buf[rec.MAGIC_OFFSET] < 2:
@@ -156,6 +157,14 @@ class ReplicaManager:
                 f"The record batch size in the append to {plog.topic}-{plog.partition} is {batch.size} bytes "
                 f"which exceeds the maximum configured value of {max_size}.",
             )
+        if plog.config.compact:  # LogValidator.validateKey: decompresses, so compacted topics only
+            from storage.cleaner import keyless_record_errors, record_errors_message
+
+            errors = keyless_record_errors(buf, plog.topic, plog.partition)
+            if errors:
+                e = KafkaError(ErrorCode.INVALID_RECORD, record_errors_message(errors))
+                e.record_errors = errors
+                raise e
         return batches
 
     def append_validated(

@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import structlog
 
-from protocol.records import BatchInfo, set_base_offset, set_log_append_time, set_partition_leader_epoch
+from protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchInfo,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
 from storage import checkpoints
 from storage.errors import (
     InconsistentTopicId,
@@ -59,6 +68,25 @@ EMPTY = memoryview(b"")
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _next_offset_of_file(path: str, base_offset: int) -> int:
+    """The offset after the last whole batch of a .log file (``base_offset`` when it has none)."""
+    nxt = base_offset
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    while len(data) - pos >= HEADER_SIZE:
+        base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
+        if length < MIN_BATCH_LENGTH or pos + length + LOG_OVERHEAD > len(data):
+            break
+        nxt = base + _LAST_DELTA.unpack_from(data, pos + 23)[0] + 1
+        pos += length + LOG_OVERHEAD
+    return nxt
+
+
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -276,6 +304,9 @@ class PartitionLog:
         self._dir_dirty = False  # a segment file was created since the last flush
         self.listeners: list[LogListener] = []
         self.closed = False
+        # Bumped whenever segments leave the list (retention, truncation, a cleaner swap), so a
+        # cleaning that runs in slices between other work can tell its segments are still there.
+        self.segments_generation = 0
 
     # --- opening -------------------------------------------------------------------------------
 
@@ -411,27 +442,86 @@ class PartitionLog:
 
     @staticmethod
     def _clean_directory(directory: str) -> list[int]:
-        """Delete leftovers of interrupted operations; return the base offsets of the .log files."""
-        names = os.listdir(directory)
-        logs: set[int] = set()
-        indexes: list[tuple[int, str]] = []
-        for name in names:
+        """Delete leftovers of interrupted operations, finish or roll back an interrupted cleaner
+        swap (see ``replace_segments`` for the protocol), drop orphan indexes; return the base
+        offsets of the .log files."""
+        segment_kinds = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+        regular: dict[int, dict[str, str]] = {}
+        cleaned: dict[int, list[str]] = {}
+        swaps: dict[int, dict[str, str]] = {}
+        changed = False
+
+        def unlink(path: str) -> None:
+            nonlocal changed
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            changed = True
+
+        def path_of(base: int, kind: str) -> str:
+            return os.path.join(directory, f"{base:020d}{kind}")
+
+        for name in os.listdir(directory):
             path = os.path.join(directory, name)
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")):
-                os.unlink(path)
+            stem, _dot, rest = name.partition(".")
+            numbered = stem.isdigit() and len(stem) == 20
+            kind = "." + rest
+            if name.endswith((DELETED_SUFFIX, ".tmp")) or (
+                not numbered and name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX))
+            ):
+                unlink(path)
+            elif not numbered:
                 continue
-            stem, dot, ext = name.partition(".")
-            if not stem.isdigit() or len(stem) != 20:
+            elif kind.endswith(CLEANED_SUFFIX):
+                cleaned.setdefault(int(stem), []).append(path)
+            elif kind.endswith(SWAP_SUFFIX) and kind[: -len(SWAP_SUFFIX)] in segment_kinds:
+                swaps.setdefault(int(stem), {})[kind[: -len(SWAP_SUFFIX)]] = path
+            elif kind.endswith(SWAP_SUFFIX):
+                unlink(path)
+            elif kind in segment_kinds:
+                regular.setdefault(int(stem), {})[kind] = path
+
+        # A cleaning that never reached its commit point: drop its output, the old files stand.
+        for base, paths in cleaned.items():
+            for path in paths:
+                unlink(path)
+            if LOG_SUFFIX + CLEANED_SUFFIX in {p[-len(LOG_SUFFIX + CLEANED_SUFFIX) :] for p in paths}:
+                kinds = swaps.get(base, {})
+                if LOG_SUFFIX not in kinds:
+                    for path in swaps.pop(base, {}).values():
+                        unlink(path)
+            log.warning("cleaner_output_discarded", dir=directory, base_offset=base)
+
+        for base in sorted(swaps):
+            kinds = swaps[base]
+            if LOG_SUFFIX in kinds:
+                # Committed: every unsuffixed segment file in [base, end of the swap file) is old.
+                end = max(_next_offset_of_file(kinds[LOG_SUFFIX], base), base + 1)
+                for old_base in [b for b in regular if base <= b < end]:
+                    for path in regular.pop(old_base).values():
+                        unlink(path)
+                order = [LOG_SUFFIX] + [k for k in kinds if k != LOG_SUFFIX]
+                log.warning("cleaner_swap_completed", dir=directory, base_offset=base, end_offset=end)
+            elif LOG_SUFFIX in regular.get(base, {}):
+                # Interrupted in the last phase: the .log is already in place, finish its indexes.
+                order = list(kinds)
+            else:
+                for path in kinds.values():
+                    unlink(path)
                 continue
-            if "." + ext == LOG_SUFFIX:
-                logs.add(int(stem))
-            elif "." + ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                indexes.append((int(stem), path))
-        for base, path in indexes:
-            if base not in logs:
+            for kind in order:
+                os.replace(kinds[kind], path_of(base, kind))
+                regular.setdefault(base, {})[kind] = path_of(base, kind)
+                changed = True
+
+        for base in [b for b, kinds in regular.items() if LOG_SUFFIX not in kinds]:
+            for path in regular.pop(base).values():
                 log.info("orphan_index_deleted", path=path)
-                os.unlink(path)
-        return sorted(logs)
+                unlink(path)
+        if changed:
+            checkpoints.fsync_dir(directory)
+        return sorted(regular)
 
     # --- properties ----------------------------------------------------------------------------
 
@@ -915,6 +1005,7 @@ class PartitionLog:
         ids = {id(s) for s in doomed}
         self._segments = [s for s in self._segments if id(s) not in ids]
         self._bases = [s.base_offset for s in self._segments]
+        self.segments_generation += 1
         for seg in doomed:
             size = seg.size
             try:
@@ -933,6 +1024,72 @@ class PartitionLog:
         if doomed:
             for listener in self.listeners:
                 listener.on_segments_deleted(self, [s.base_offset for s in doomed])
+
+    def replace_segments(
+        self, cleaned: LogSegment, old: Sequence[LogSegment], *, on_step: Callable[[str], None] | None = None
+    ) -> None:
+        """Swap a cleaned segment in for the contiguous non-active segments ``old`` (Kafka's
+        replaceSegments). ``cleaned`` has the base offset of ``old[0]``, its files are named
+        ``*.cleaned`` and are complete and fsynced.
+
+        Crash safety comes from the order of renames, each phase followed by a directory fsync:
+
+        1. ``.cleaned`` -> ``.swap``, indexes first and the ``.log`` last. The ``.log.swap`` rename
+           is the commit point: before it recovery deletes every ``.cleaned``/``.swap`` file of
+           that base (the old segments are intact); after it recovery completes the swap.
+        2. The old segments are renamed to ``.deleted`` (``.log`` first) and unlinked.
+        3. ``.swap`` -> no suffix, ``.log`` first, then the indexes.
+
+        So while ``<base>.log.swap`` exists every unsuffixed file with a base offset in
+        [base, next offset of the swap file) belongs to the old segments, and an index ``.swap``
+        without a ``.log.swap`` or ``.log.cleaned`` is the new segment's (``_clean_directory``).
+        ``on_step(description)`` runs after every file operation (crash-point tests).
+        """
+        if not old:
+            raise ValueError("replace_segments needs at least one old segment")
+        step = on_step or (lambda _desc: None)
+        try:
+            i = next(k for k, seg in enumerate(self._segments) if seg is old[0])
+        except StopIteration:
+            raise KafkaStorageError(f"segment {old[0]} is not in {self}") from None
+        if (
+            any(a is not b for a, b in zip(self._segments[i : i + len(old)], old, strict=False))
+            or i + len(old) > len(self._segments) - 1
+        ):
+            raise KafkaStorageError(f"segments {list(old)} are not contiguous non-active segments of {self}")
+        if cleaned.base_offset != old[0].base_offset or not cleaned.log_path.endswith(CLEANED_SUFFIX):
+            raise ValueError(f"{cleaned.log_path} cannot replace the segment at {old[0].base_offset}")
+        cleaned.change_suffix(
+            CLEANED_SUFFIX, SWAP_SUFFIX, log_last=True, on_rename=lambda p: step(f"swap {p}")
+        )
+        checkpoints.fsync_dir(self.dir)
+        step("committed")
+        self._segments[i : i + len(old)] = [cleaned]
+        self._bases = [s.base_offset for s in self._segments]
+        self.segments_generation += 1
+        for seg in old:
+            try:
+                seg.change_suffix("", DELETED_SUFFIX, on_rename=lambda p: step(f"delete {p}"))
+            except OSError:
+                pass
+            seg.delete()
+            step(f"deleted {seg.base_offset}")
+        checkpoints.fsync_dir(self.dir)
+        cleaned.change_suffix(SWAP_SUFFIX, "", on_rename=lambda p: step(f"rename {p}"))
+        checkpoints.fsync_dir(self.dir)
+        step("done")
+        log.info(
+            "segments_replaced",
+            topic=self.topic,
+            partition=self.partition,
+            base_offset=cleaned.base_offset,
+            size=cleaned.size,
+            replaced=[(s.base_offset, s.size) for s in old],
+        )
+        gone = [s.base_offset for s in old if s.base_offset != cleaned.base_offset]
+        if gone:
+            for listener in self.listeners:
+                listener.on_segments_deleted(self, gone)
 
     # --- config / lifecycle --------------------------------------------------------------------
 

@@ -104,18 +104,22 @@ class LogSegment:
         max_index_size: int,
         now_ms: int,
         roll_jitter_ms: int = 0,
+        suffix: str = "",
     ) -> None:
         """Open (or create) the files of the segment at ``base_offset``. Indexes are loaded, not
-        checked against the log: call ``needs_rebuild()`` and ``recover()`` for that."""
+        checked against the log: call ``needs_rebuild()`` and ``recover()`` for that.
+
+        ``suffix`` is appended to every file name (Kafka's fileSuffix): the cleaner writes its
+        output as ``<base>.log.cleaned`` etc. until ``PartitionLog.replace_segments`` swaps it in."""
         self.dir = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         self.created_ms = now_ms
         prefix = os.path.join(directory, filename_prefix(base_offset))
-        self.log_path = prefix + LOG_SUFFIX
-        self._index_missing = not os.path.exists(prefix + INDEX_SUFFIX) or not os.path.exists(
-            prefix + TIME_INDEX_SUFFIX
+        self.log_path = prefix + LOG_SUFFIX + suffix
+        self._index_missing = not os.path.exists(prefix + INDEX_SUFFIX + suffix) or not os.path.exists(
+            prefix + TIME_INDEX_SUFFIX + suffix
         )
         try:
             self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -123,9 +127,9 @@ class LogSegment:
         except OSError as e:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {e}") from e
         self._index_missing = self._index_missing and self._size > 0
-        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX, base_offset, max_index_size)
-        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX, base_offset, max_index_size)
-        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX, base_offset)
+        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, max_index_size)
+        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset, max_index_size)
+        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + suffix, base_offset)
         self._bytes_since_last_index_entry = self._size - self._last_index_position()
         self._max_ts: int | None = None  # None: not loaded yet (Kafka's TimestampOffset.UNKNOWN)
         self._offset_of_max_ts = base_offset
@@ -147,16 +151,18 @@ class LogSegment:
         max_index_size: int,
         now_ms: int,
         roll_jitter_ms: int = 0,
+        suffix: str = "",
     ) -> LogSegment:
         """A new empty segment; stale index files left at that offset are removed first (as Kafka's roll)."""
         prefix = os.path.join(directory, filename_prefix(base_offset))
-        if os.path.exists(prefix + LOG_SUFFIX) and os.path.getsize(prefix + LOG_SUFFIX) > 0:
+        log_file = prefix + LOG_SUFFIX + suffix
+        if os.path.exists(log_file) and os.path.getsize(log_file) > 0:
             raise KafkaStorageError(
                 f"Trying to roll a new log segment with base offset {base_offset} but it exists"
             )
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             try:
-                os.unlink(prefix + suffix)
+                os.unlink(prefix + kind + suffix)
             except FileNotFoundError:
                 pass
         return cls(
@@ -166,6 +172,7 @@ class LogSegment:
             max_index_size=max_index_size,
             now_ms=now_ms,
             roll_jitter_ms=roll_jitter_ms,
+            suffix=suffix,
         )
 
     # --- basic properties ----------------------------------------------------------------------
@@ -671,20 +678,51 @@ class LogSegment:
     def _paths(self) -> list[str]:
         return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
-    def change_suffix(self, old: str, new: str) -> None:
-        """Rename every file from ``<name><old>`` to ``<name><new>`` (e.g. '' -> '.deleted')."""
+    def change_suffix(
+        self,
+        old: str,
+        new: str,
+        *,
+        log_last: bool = False,
+        on_rename: Callable[[str], None] | None = None,
+    ) -> None:
+        """Rename every file from ``<name><old>`` to ``<name><new>`` (e.g. '' -> '.deleted').
+
+        The ``.log`` goes first (Kafka's order), or last with ``log_last``; the cleaner's swap
+        protocol relies on that order (see ``PartitionLog.replace_segments``). ``on_rename(path)``
+        is called after each rename (crash-point tests). A ``.txnindex`` that was never created is
+        skipped, as in Kafka."""
 
         def renamed(p: str) -> str:
             if old and not p.endswith(old):
                 raise ValueError(f"{p} does not end with {old}")
             return (p[: -len(old)] if old else p) + new
 
-        new_log = renamed(self.log_path)
-        os.rename(self.log_path, new_log)
-        self.log_path = new_log
-        self.offset_index.rename(renamed(self.offset_index.path))
-        self.time_index.rename(renamed(self.time_index.path))
-        self.txn_index.rename(renamed(self.txn_index.path))
+        def rename_log() -> None:
+            new_log = renamed(self.log_path)
+            os.rename(self.log_path, new_log)
+            self.log_path = new_log
+            if on_rename is not None:
+                on_rename(new_log)
+
+        def rename_indexes() -> None:
+            for index in (self.offset_index, self.time_index, self.txn_index):
+                existed = not isinstance(index, TransactionIndex) or os.path.exists(index.path)
+                index.rename(renamed(index.path))
+                if existed and on_rename is not None:
+                    on_rename(index.path)
+
+        if log_last:
+            rename_indexes()
+            rename_log()
+        else:
+            rename_log()
+            rename_indexes()
+
+    def set_last_modified(self, ms: int) -> None:
+        """Kafka's setLastModified: the cleaner keeps the replaced segments' mtime, which
+        retention and the legacy delete horizon read."""
+        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def delete(self) -> None:
         """Close and unlink every file of the segment."""
