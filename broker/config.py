@@ -117,6 +117,11 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000),
     ("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000),
     ("transaction.partition.verification.enable", "boolean", True),
+    # Not a Kafka property: Kafka finalizes transaction.version at format time (kafka-storage
+    # format / kafka-features upgrade). 2 = Transactions V2 (KIP-890), 0/1 = TV1 clients only.
+    ("transaction.version", "short", 2),
+    ("add.partitions.to.txn.retry.backoff.ms", "int", 20),
+    ("add.partitions.to.txn.retry.backoff.max.ms", "int", 100),
     ("producer.id.expiration.ms", "int", 86400000),
     ("producer.id.expiration.check.interval.ms", "int", 600000),
     ("unstable.api.versions.enable", "boolean", False),

@@ -315,7 +315,8 @@ def test_kill_after_commits_and_aborts(tmp_path):
         assert Counter(got) == Counter(committed)
         data = Path(b.data_dir)
         log = txn_log(data, txn_id)
-        assert log[0]["state"] == "Empty" and log[0]["partitions"] is None and log[0]["version"] == 0
+        # transaction.version=2 (the default, as Kafka 4.x formats) writes value v1
+        assert log[0]["state"] == "Empty" and log[0]["partitions"] is None and log[0]["version"] == 1
         assert [r["state"] for r in log if r["state"].startswith("Complete")] == \
             ["CompleteAbort" if t % 3 == 1 else "CompleteCommit" for t in range(8)]
         assert all(r["epoch"] == 0 for r in log), "TV1 transactions keep the epoch"

@@ -4,6 +4,25 @@ Lists every registered API with the versions it is registered for, so what we ad
 what we implement. Any ApiVersions version is accepted: one we do not know is answered by the
 dispatcher with a v0 body and UNSUPPORTED_VERSION (KIP-511). v3+ checks the client software
 name and version against Kafka's pattern (INVALID_REQUEST otherwise).
+
+Features (v3+), as Kafka's ApiVersionsResponse.createApiVersionsResponse builds them:
+
+- SupportedFeatures: ``metadata.version`` 7-30 and ``transaction.version`` 0-2 (Apache Kafka
+  4.3.1's ranges). For requests below v4 the features whose minimum is 0 are left out
+  (KAFKA-17492), so v3 carries only ``metadata.version``.
+- FinalizedFeatures: ``metadata.version`` 30 and the broker's ``transaction.version`` property
+  (default 2; a feature at level 0 is not listed), each with min = max = level, and
+  FinalizedFeaturesEpoch ``FINALIZED_FEATURES_EPOCH`` (Kafka's is the metadata log offset of
+  the features; clients only need it >= 0: the Java producer ignores the features of an
+  answer whose epoch is not above the last one it saw, starting at -1, and franz-go ignores
+  them at -1). ``transaction.version`` >= 2 is what makes the Java 4.x producer and franz-go
+  use Transactions V2 (Produce v12 implicit add, TxnOffsetCommit v5, EndTxn v5).
+
+Deliberately not listed, unlike Apache Kafka 4.3.1: ``group.version``, ``share.version`` and
+``streams.version`` (they announce the KIP-848 consumer, KIP-932 share and KIP-1071 streams
+group protocols, which this broker does not implement), ``kraft.version`` and
+``eligible.leader.replicas.version`` (properties of a controller quorum and of replication,
+neither of which exists on one node).
 """
 
 from __future__ import annotations
@@ -11,22 +30,53 @@ from __future__ import annotations
 import re
 
 from broker.handlers.registry import HANDLERS, api
+from coordinator.txn.state_manager import MAX_TRANSACTION_VERSION, transaction_version_level
 from protocol.errors import ErrorCode
 from protocol.messages import response_class
 
 Response = response_class(18)
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
+# metadata.version as Apache Kafka 4.3.1 supports and finalizes it (MetadataVersion 3.3-IV3 ..
+# its latest production level).
+METADATA_VERSION_MIN, METADATA_VERSION = 7, 30
+# Our features never change while the broker runs, so the epoch never needs to move.
+FINALIZED_FEATURES_EPOCH = 1
+
 
 def advertised_versions() -> list[tuple[int, int, int]]:
     return sorted((s.key, s.advertised_min, s.max_version) for s in HANDLERS.values())
 
 
+def supported_features(api_version: int) -> list[tuple[str, int, int]]:
+    """(name, min, max) in Kafka's order; v<4 leaves out the ones with min 0."""
+    features = [("metadata.version", METADATA_VERSION_MIN, METADATA_VERSION),
+                ("transaction.version", 0, MAX_TRANSACTION_VERSION)]
+    return [f for f in features if api_version >= 4 or f[1] != 0]
+
+
+def finalized_features(config) -> list[tuple[str, int]]:
+    """(name, level); features at level 0 are not listed (createFinalizedFeatureKeys)."""
+    features = [("metadata.version", METADATA_VERSION), ("transaction.version", transaction_version_level(config))]
+    return [f for f in features if f[1] > 0]
+
+
 @api(18, (0, 4))
 def handle(ctx, req):
-    if ctx.api_version >= 3 and not (
+    version = ctx.api_version
+    if version >= 3 and not (
         _SOFTWARE.match(req.client_software_name or "") and _SOFTWARE.match(req.client_software_version or "")
     ):
         return Response(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
     keys = [Response.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions()]
-    return Response(error_code=0, api_keys=keys, throttle_time_ms=0)
+    if version < 3:
+        return Response(error_code=0, api_keys=keys, throttle_time_ms=0)
+    return Response(
+        error_code=0, api_keys=keys, throttle_time_ms=0,
+        supported_features=[Response.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                            for n, lo, hi in supported_features(version)],
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=[Response.FinalizedFeatureKey(name=n, max_version_level=level, min_version_level=level)
+                            for n, level in finalized_features(ctx.broker.config)],
+        zk_migration_ready=False,
+    )

@@ -70,13 +70,17 @@ def _read_all(broker, plan: _Plan, req, version: int) -> tuple[list, int, bool]:
                 p.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
                 r.aborted, -1, r.records if r.records is not None else b"",
             ))
-            if size:
-                broker.metrics.fetched(name, r.records)  # bytes and records out
         out.append(FetchTopicResponse(name, topic_id, parts))
     return out, total, errors
 
 
-def _response(version: int, topics: list) -> RawResponse:
+def _response(broker, version: int, topics: list) -> RawResponse:
+    """Encode the answer; bytes and records out are counted here, once per response."""
+    for t in topics:
+        if t.name is not None:
+            for p in t.partitions:
+                if p.records:
+                    broker.metrics.fetched(t.name, p.records)
     encoded = encode_fetch_response(version, topics=topics, session_id=0)
     return RawResponse(encoded.buffers, encoded.size)
 
@@ -88,7 +92,7 @@ def handle(ctx, req):
     plan = _Plan(broker, req, version)
     topics, total, errors = _read_all(broker, plan, req, version)
     if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not plan.keys:
-        return _response(version, topics)
+        return _response(broker, version, topics)
     return _long_poll(ctx, req, plan, version)
 
 
@@ -102,9 +106,9 @@ async def _long_poll(ctx, req, plan: _Plan, version: int):
         await broker.replica_manager.wait_for_data(plan.keys, remaining)
         topics, total, errors = _read_all(broker, plan, req, version)
         if errors or total >= req.min_bytes:
-            return _response(version, topics)
+            return _response(broker, version, topics)
         if broker.stopping:
             break
     topics, _, _ = _read_all(broker, plan, req, version)
-    return _response(version, topics)
+    return _response(broker, version, topics)
 

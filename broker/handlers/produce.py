@@ -4,6 +4,14 @@ Per partition: one magic-2 batch, validated (structure, CRC, size, producer stat
 single write; errors are per partition and never stop the others. acks=0 gets no response;
 acks 1 and -1 are answered after the local append (this node is the whole ISR). Any other acks
 value is INVALID_REQUIRED_ACKS for every partition.
+
+Transactions (ReplicaManager.handleProduceAppend): transactional batches of more than one
+producer in one request fail the whole request with INVALID_PRODUCER_ID_MAPPING. v12 is
+Transactions V2: a transactional batch opening the producer's transaction on a partition first
+has the partition added to the transaction by the coordinator (``coordinator.txn.verification.
+add_partitions``, retried on CONCURRENT_TRANSACTIONS for up to 100 ms), then is appended
+verified; v11 and below need the client's AddPartitionsToTxn (KIP-890 verification only). The
+plain (non-transactional) path stays synchronous.
 """
 
 from __future__ import annotations
@@ -11,13 +19,17 @@ from __future__ import annotations
 from broker.context import NO_RESPONSE, RawResponse
 from broker.handlers.registry import api
 from broker.replica_manager import ProduceResult
-from protocol.errors import ErrorCode
+from coordinator.txn.verification import SupportedOperation, add_partitions, produce_error
+from protocol import records as rec
+from protocol.errors import ErrorCode, KafkaError
 from protocol.produce_codec import (
     ProducePartitionResponse,
     ProduceTopicResponse,
     decode_produce_request,
     encode_produce_response,
 )
+
+TopicPartition = tuple[str, int]
 
 
 def _partition(index: int, r: ProduceResult) -> ProducePartitionResponse:
@@ -26,8 +38,34 @@ def _partition(index: int, r: ProduceResult) -> ProducePartitionResponse:
     )
 
 
-@api(0, (3, 12), advertised_min=0, decode=decode_produce_request)
-def handle(ctx, req):
+def _failed(e: KafkaError) -> ProduceResult:
+    return ProduceResult(e.code, error_message=str(e) if str(e) != e.code.name else None)
+
+
+def _transactional_batches(broker, req) -> tuple[set[tuple[int, int]], dict]:
+    """The (producer id, epoch) of the request's transactional batches and, per partition that
+    exists here, (log, base sequence) of its transactional batch (only the first batch counts:
+    a Produce partition holds exactly one)."""
+    producers: set[tuple[int, int]] = set()
+    targets: dict[TopicPartition, tuple[object, int]] = {}
+    log_manager = broker.log_manager
+    for t in req.topics:
+        for p in t.partitions:
+            records = p.records
+            if records is None or len(records) < rec.HEADER_SIZE or records[rec.MAGIC_OFFSET] != 2:
+                continue  # the append answers what is wrong with it
+            batch = rec.read_header(records, 0)
+            if not batch.is_transactional or batch.producer_id < 0:
+                continue
+            producers.add((batch.producer_id, batch.producer_epoch))
+            plog = log_manager.get(t.name, p.index) if t.name is not None else None
+            if plog is not None:
+                targets[(t.name, p.index)] = (plog, batch.base_sequence)
+    return producers, targets
+
+
+def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = None,
+             all_failed: ProduceResult | None = None):
     broker = ctx.broker
     rm = broker.replica_manager
     version = ctx.api_version
@@ -40,8 +78,12 @@ def handle(ctx, req):
             parts = [_partition(p.index, ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)) for p in t.partitions]
         else:
             for p in t.partitions:
-                result = rm.append_records(name, p.index, p.records, api_version=version,
-                                           transactional_id=req.transactional_id)
+                result = all_failed or (pre_append.get((name, p.index)) if pre_append else None)
+                if result is None:
+                    result = rm.append_records(name, p.index, p.records, api_version=version,
+                                               transactional_id=req.transactional_id)
+                else:
+                    broker.metrics.failed_produce.labels(name).inc()
                 if result.error:
                     broker.metrics.error(0, result.error.name)
                 parts.append(_partition(p.index, result))
@@ -50,3 +92,27 @@ def handle(ctx, req):
         return NO_RESPONSE
     body = encode_produce_response(version, responses)
     return RawResponse([body], len(body))
+
+
+async def _add_then_respond(ctx, req, producer: tuple[int, int], targets: dict):
+    """TV2: add the partitions to the transaction (with Produce's retry on
+    CONCURRENT_TRANSACTIONS), then append; a partition that could not be added is not appended."""
+    producer_id, producer_epoch = producer
+    errors = await add_partitions(ctx.broker, req.transactional_id, producer_id, producer_epoch, targets,
+                                  retry_concurrent=True)
+    pre = {tp: _failed(produce_error(code, SupportedOperation.ADD_PARTITION)) for tp, code in errors.items()}
+    return _respond(ctx, req, pre)
+
+
+@api(0, (3, 12), advertised_min=0, decode=decode_produce_request)
+def handle(ctx, req):
+    if req.transactional_id is None or req.acks not in (-1, 0, 1):
+        return _respond(ctx, req)
+    producers, targets = _transactional_batches(ctx.broker, req)
+    if len(producers) > 1:
+        return _respond(ctx, req, all_failed=ProduceResult(
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+            error_message="Transactional records contained more than one producer ID"))
+    if ctx.api_version > 11 and targets and ctx.broker.txn_coordinator is not None:
+        return _add_then_respond(ctx, req, next(iter(producers)), targets)
+    return _respond(ctx, req)

@@ -11,13 +11,18 @@ blocking on rebalances. Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PAR
 offsets partition is not in the transaction: INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4);
 a stale epoch: INVALID_PRODUCER_EPOCH. v0-1 answer COORDINATOR_LOAD_IN_PROGRESS as
 COORDINATOR_NOT_AVAILABLE.
+
+v5 is Transactions V2: no AddOffsetsToTxn comes first, the offsets partition is added to the
+transaction here (``add_offsets_partition``) before the commit; an error of that step
+(CONCURRENT_TRANSACTIONS while the previous transaction completes, INVALID_PRODUCER_EPOCH, ...)
+answers every partition.
 """
 
 from __future__ import annotations
 
 from broker.handlers.registry import api
 from coordinator.group.manager import CommitPartition
-from coordinator.txn.group_offsets import commit_transactional_offsets
+from coordinator.txn.group_offsets import add_offsets_partition, commit_transactional_offsets
 from protocol.errors import ErrorCode
 from protocol.messages import response_class
 
@@ -43,6 +48,23 @@ def handle(ctx, req):
                                          p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
         if parts:
             to_commit.append((t.name, parts))
+    if to_commit and v >= 5 and broker.txn_coordinator is not None:
+        return _add_then_commit(ctx, req, errors, to_commit)
+    return _commit(ctx, req, errors, to_commit)
+
+
+async def _add_then_commit(ctx, req, errors, to_commit):
+    code = await add_offsets_partition(ctx.broker, req.group_id, req.transactional_id, req.producer_id,
+                                       req.producer_epoch)
+    if code != ErrorCode.NONE:
+        errors.update({(t, p.partition): code for t, parts in to_commit for p in parts})
+        to_commit = []
+    return _commit(ctx, req, errors, to_commit)
+
+
+def _commit(ctx, req, errors, to_commit):
+    v = ctx.api_version
+    broker = ctx.broker
     if to_commit:
         errors.update(commit_transactional_offsets(
             broker, req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,

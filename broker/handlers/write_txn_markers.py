@@ -1,12 +1,13 @@
-"""WriteTxnMarkers (key 27), v1: the partition-leader side of the marker channel.
+"""WriteTxnMarkers (key 27), v1-2: the partition-leader side of the marker channel.
 
 For every marker and every partition it names, append the COMMIT/ABORT control batch with the
 coordinator epoch (``broker.txn_markers.write_txn_marker``, the same function the in-process
 marker channel calls) and answer that partition's error: UNKNOWN_TOPIC_OR_PARTITION for a
 partition this node does not have, INVALID_PRODUCER_EPOCH for a stale producer epoch,
-TRANSACTION_COORDINATOR_FENCED for a stale coordinator epoch. v1 markers are TV0/TV1 (v2, which
-adds TransactionVersion, is not advertised, like Kafka 4.0/4.1). Admin tools may call it
-directly (``kafka-transactions.sh abort``).
+TRANSACTION_COORDINATOR_FENCED for a stale coordinator epoch. v2 (KIP-1228, Kafka 4.2+) carries
+each marker's TransactionVersion: a TV2 marker needs an epoch strictly above the producer's
+(its coordinator bumped it at EndTxn); v1 markers are TV0. Admin tools may call it directly
+(``kafka-transactions.sh abort``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ TopicResult = MarkerResult.WritableTxnMarkerTopicResult
 PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 
-@api(27, (1, 1))
+@api(27, (1, 2))
 def handle(ctx, req):
     broker = ctx.broker
     markers = []

@@ -6,11 +6,15 @@ awaits its durable write (``state_manager``) and only then answers. Everything u
 ``await`` is synchronous, so the check-and-prepare step cannot interleave with another request:
 that is the role Kafka's ``txnMetadata.inLock`` plays.
 
-Transaction versions: this broker finalizes no ``transaction.version`` feature, so clients use
-TV1 (AddPartitionsToTxn v<=3 from the client, EndTxn without epoch bumps). EndTxn v5 and
-AddPartitionsToTxn v4+ are still decoded and get Kafka's TV2 semantics (epoch bump per EndTxn),
-because Kafka derives the client's version from the request version. Fencing and timeouts use
-the server's version (TV0), as Kafka does.
+Transaction versions: the broker finalizes ``transaction.version`` (our broker property, default
+2, advertised in ApiVersions). A client's version comes from its request versions, as Kafka
+derives it: TV1 clients (librdkafka, kafka-python, aiokafka, Java against TV<2) send
+AddPartitionsToTxn v<=3, AddOffsetsToTxn and EndTxn v<=4, and keep their epoch; TV2 clients
+(KIP-890 part 2: Java 4.x, franz-go) add partitions implicitly with Produce v12+ and
+TxnOffsetCommit v5+ (``coordinator.txn.verification``) and send EndTxn v5, which bumps the
+epoch on every commit/abort (a new producer id once the epoch is exhausted). The coordinator's
+own aborts (timeouts, InitProducerId fencing an ongoing transaction) use the server's version,
+``state_manager.transaction_version``, as Kafka does.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from coordinator.txn.state import (
     new_metadata,
     supports_epoch_bump,
 )
-from coordinator.txn.state_manager import SERVER_TRANSACTION_VERSION, TransactionStateManager
+from coordinator.txn.state_manager import TransactionStateManager
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -203,7 +207,7 @@ class TransactionCoordinator:
             # CONCURRENT_TRANSACTIONS and then gets a second bump (or a new producer id).
             error, _, _ = await self._end_transaction(
                 transactional_id, transit.producer_id, transit.producer_epoch, False, False,
-                SERVER_TRANSACTION_VERSION,
+                self.state_manager.transaction_version,  # not from the client: the server's version
             )
             return (error if error != ErrorCode.NONE else ErrorCode.CONCURRENT_TRANSACTIONS), *fail
         error = await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
@@ -366,7 +370,9 @@ class TransactionCoordinator:
             return self._invalid_state(transactional_id, m.state, commit), *fail
         self.markers.add_txn_markers_to_send(coordinator_epoch, commit, m, complete)
         if tv2:
-            return ErrorCode.NONE, m.producer_id, m.producer_epoch
+            # The producer id and epoch the transaction completes with: the bumped epoch, or the
+            # next producer id at epoch 0 once the epoch is exhausted.
+            return ErrorCode.NONE, complete.producer_id, complete.producer_epoch
         return ErrorCode.NONE, *fail
 
     @staticmethod
@@ -447,15 +453,15 @@ class TransactionCoordinator:
 
         def completion(next_state: TransactionState, no_partition_added: bool) -> _Prepared:
             next_pid = NO_PRODUCER_ID
-            if not is_epoch_fence and m.is_producer_epoch_exhausted:
+            if m.is_producer_epoch_exhausted:
                 try:
                     next_pid = self._generate_producer_id()
                 except Exception as e:  # noqa: BLE001
                     raise KafkaError(_error_of(e)) from None
             if next_state == S.PREPARE_ABORT and is_epoch_fence:
+                # Make way for PrepareAbort; unlike TV1 the fenced epoch is not copied in:
+                # prepare_abort_or_commit bumps the current one (Kafka 4.3).
                 m.pending_state = None
-                m.producer_epoch = producer_epoch
-                m.last_producer_epoch = NO_PRODUCER_EPOCH
             transit = m.prepare_abort_or_commit(next_state, client_transaction_version, next_pid, _now_ms(),
                                                 no_partition_added)
             return _Prepared(transit, is_epoch_fence)
@@ -463,10 +469,10 @@ class TransactionCoordinator:
         def invalid() -> EndResult:
             return self._invalid_state(m.transactional_id, state, commit), *fail
 
-        if m.producer_id != producer_id and not retry_on_overflow:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, *fail
         if m.pending_transition_in_progress and m.pending_state != S.PREPARE_EPOCH_FENCE:
             return ErrorCode.CONCURRENT_TRANSACTIONS, *fail
+        if m.producer_id != producer_id and not retry_on_overflow:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, *fail
         if not valid_epoch:
             return ErrorCode.PRODUCER_FENCED, *fail
         try:
@@ -510,7 +516,7 @@ class TransactionCoordinator:
             log.info("aborting timed-out transaction", transactional_id=transactional_id, producer_id=producer_id,
                      timeout_ms=m.txn_timeout_ms, new_epoch=transit.producer_epoch)
             error, _, _ = await self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
-                                                      False, False, SERVER_TRANSACTION_VERSION)
+                                                      False, False, self.state_manager.transaction_version)
             if error == ErrorCode.NONE:
                 aborted += 1
                 self.broker.metrics.txn_timed_out()

@@ -7,7 +7,10 @@ group coordinator's public pieces (its groups, its OffsetStore and its record co
    generation -1 becomes a "simple" group; a missing one with a generation is
    ILLEGAL_GENERATION; members and generations are checked, rebalances do not block);
 2. the group's ``__consumer_offsets`` partition must be in the producer's transaction
-   (AddOffsetsToTxn): KIP-890 verification, in-process;
+   (AddOffsetsToTxn): KIP-890 verification, in-process. TxnOffsetCommit v5+ (Transactions V2)
+   has no AddOffsetsToTxn: ``add_offsets_partition`` first adds that partition through the
+   coordinator (CoordinatorPartitionWriter.maybeStartTransactionVerification with
+   ADD_PARTITION, no retry: CONCURRENT_TRANSACTIONS goes back to the client, which retries);
 3. the OffsetCommit records go to that partition as one *transactional* batch carrying the
    producer id and epoch (origin COORDINATOR, so the partition's producer state opens a
    transaction there and holds its LSO);
@@ -29,7 +32,7 @@ from coordinator.group.group import ClassicGroup
 from coordinator.group.manager import CommitPartition, append_error_to_response_error
 from coordinator.group.offsets import OffsetAndMetadata
 from coordinator.group.state import EMPTY
-from coordinator.txn.verification import txn_offset_commit_operation, verify
+from coordinator.txn.verification import add_partitions, txn_offset_commit_operation, verify
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
 from storage.producer_state import AppendOrigin, ProducerStateLogListener
@@ -46,6 +49,27 @@ TopicCommits = list[tuple[str, list[CommitPartition]]]
 def _normalize(code: ErrorCode) -> ErrorCode:
     """GroupCoordinatorService.normalizeException."""
     return append_error_to_response_error(code)
+
+
+async def add_offsets_partition(
+    broker: Broker, group_id: str | None, transactional_id: str | None, producer_id: int, producer_epoch: int,
+) -> ErrorCode:
+    """TxnOffsetCommit v5+: add the group's offsets partition to the transaction (Kafka does it
+    before the commit's own checks, after the coordinator-active and group-id ones, which
+    ``commit_transactional_offsets`` answers). NONE when added, already there, or left to the
+    commit to answer."""
+    gc = broker.group_coordinator
+    if gc is None or not gc.active or not group_id:
+        return ErrorCode.NONE
+    try:
+        gc.ensure_offsets_topic()
+        plog = broker.replica_manager.partition_log(OFFSETS_TOPIC, gc.partition_for(group_id))
+    except KafkaError as e:
+        return _normalize(e.code)
+    tp = (OFFSETS_TOPIC, plog.partition)
+    errors = await add_partitions(broker, transactional_id, producer_id, producer_epoch,
+                                  {tp: (plog, rec.NO_SEQUENCE)}, retry_concurrent=False)
+    return _normalize(errors.get(tp, ErrorCode.NONE))
 
 
 def commit_transactional_offsets(

@@ -27,7 +27,7 @@ import structlog
 from coordinator.group.java_hash import partition_for
 from coordinator.txn import records as txnrec
 from coordinator.txn.state import (
-    TV_0,
+    TV_2,
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
@@ -44,14 +44,26 @@ log = structlog.get_logger(__name__)
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 LOAD_READ_BYTES = 5 * 1024 * 1024  # transaction.state.log.load.buffer.size
 INVALID_REGULAR_EXPRESSION = 128  # Errors.INVALID_REGULAR_EXPRESSION (KIP-1152)
-# The transaction.version this broker runs at: it finalizes no feature, so TV0 (value v0).
-SERVER_TRANSACTION_VERSION = TV_0
+# transaction.version levels this broker can finalize (TransactionVersion TV_0..TV_2).
+MAX_TRANSACTION_VERSION = TV_2
 
 OnPrepared = Callable[[int, TransactionMetadata], None]
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def transaction_version_level(config) -> int:
+    """The finalized ``transaction.version`` (our broker property; Kafka finalizes it at format
+    time). Out of range is a start-up error, as kafka-storage/kafka-features refuse it."""
+    level = int(config.get("transaction.version"))
+    if not 0 <= level <= MAX_TRANSACTION_VERSION:
+        raise ValueError(
+            f"Invalid value {level} for configuration transaction.version: supported levels are 0 to "
+            f"{MAX_TRANSACTION_VERSION}"
+        )
+    return level
 
 
 def map_append_error(code: ErrorCode) -> ErrorCode:
@@ -114,6 +126,9 @@ class TransactionStateManager:
         self.segment_bytes = int(cfg.get("transaction.state.log.segment.bytes"))
         self.max_timeout_ms = int(cfg.get("transaction.max.timeout.ms"))
         self.transactional_id_expiration_ms = int(cfg.get("transactional.id.expiration.ms"))
+        # TransactionStateManager.transactionVersionLevel(): the log value version (v1 from TV1)
+        # and the version the coordinator's own aborts (timeouts, fencing) run with.
+        self.transaction_version = transaction_version_level(cfg)
         # partition -> {transactional id -> metadata}; a partition present here is owned and loaded.
         self.cache: dict[int, dict[str, TransactionMetadata]] = {}
         self.coordinator_epochs: dict[int, int] = {}
@@ -226,7 +241,7 @@ class TransactionStateManager:
         """
         partition = self.partition_for(transactional_id)
         key = txnrec.encode_key(transactional_id)
-        value = txnrec.encode_value(transit, SERVER_TRANSACTION_VERSION)
+        value = txnrec.encode_value(transit, self.transaction_version)
         error = await self.write_records(partition, [(key, value)])
         if error != ErrorCode.NONE:
             log.debug("transaction log append failed", transactional_id=transactional_id, error=error.name)

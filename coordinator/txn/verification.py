@@ -17,14 +17,27 @@ clients see is kept exactly:
 
 A producer that already has an open transaction on the partition (same epoch) skips the check,
 as ``UnifiedLog.maybeStartTransactionVerification`` does.
+
+KIP-890 part 2 (Transactions V2: Produce v12+, TxnOffsetCommit v5+, ``SupportedOperation.
+ADD_PARTITION``): the client sends no AddPartitionsToTxn/AddOffsetsToTxn; the leader asks the
+coordinator to *add* the partition (AddPartitionsToTxn v4+ with ``verify_only=false``,
+clientTransactionVersion TV2), whatever ``transaction.partition.verification.enable`` says.
+``add_partitions`` is that step (async: the coordinator writes ``__transaction_state``); for
+Produce it retries CONCURRENT_TRANSACTIONS every ``add.partitions.to.txn.retry.backoff.ms``
+(20) for up to ``add.partitions.to.txn.retry.backoff.max.ms`` (100), because the previous
+transaction's markers are usually still being written when a TV2 producer starts the next one
+(ReplicaManager.handleProduceAppend), and then answers CONCURRENT_TRANSACTIONS unconverted.
+The append that follows is verified as in part 1 (the partition is now in the transaction).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from coordinator.txn.state import TV_2
 from protocol.errors import ErrorCode, KafkaError
 from storage.producer_state import ProducerStateLogListener
 
@@ -54,6 +67,10 @@ def txn_offset_commit_operation(version: int) -> SupportedOperation:
     return SupportedOperation.GENERIC_ERROR_SUPPORTED if version == 4 else SupportedOperation.DEFAULT_ERROR
 
 
+def supports_epoch_bump(operation: SupportedOperation) -> bool:
+    return operation == SupportedOperation.ADD_PARTITION
+
+
 def verification_enabled(broker: Broker) -> bool:
     value = broker.config.get("transaction.partition.verification.enable")
     return value is True or str(value).lower() == "true"
@@ -81,11 +98,80 @@ def verify(
     )
     tp = (plog.topic, plog.partition)
     code = txn.handle_verify_partitions_in_transaction(transactional_id, producer_id, producer_epoch, {tp})[tp]
-    if code == ErrorCode.PRODUCER_FENCED:
-        code = ErrorCode.INVALID_PRODUCER_EPOCH
-    elif code == ErrorCode.TRANSACTION_ABORTABLE and operation == SupportedOperation.DEFAULT_ERROR:
-        code = ErrorCode.INVALID_TXN_STATE
+    code = _manager_error(code, operation)
     return code, (state.guard if code == ErrorCode.NONE else None)
+
+
+def _manager_error(code: ErrorCode, operation: SupportedOperation) -> ErrorCode:
+    """AddPartitionsToTxnManager's mapping of a coordinator answer."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.TRANSACTION_ABORTABLE and operation == SupportedOperation.DEFAULT_ERROR:
+        return ErrorCode.INVALID_TXN_STATE
+    return code
+
+
+async def add_partitions(
+    broker: Broker, transactional_id: str | None, producer_id: int, producer_epoch: int,
+    targets: dict[tuple[str, int], tuple[PartitionLog, int]], retry_concurrent: bool,
+) -> dict[tuple[str, int], ErrorCode]:
+    """TV2: add ``targets`` ((topic, partition) -> (log, base sequence of the first batch)) to
+    the producer's transaction; an error per partition that could not be added (AddPartitions
+    ToTxnManager's mapping), nothing for the ones now in the transaction or already open there.
+
+    ReplicaManager.maybeSendPartitionsToTransactionCoordinator with verify_only=false: a
+    partition where this producer's transaction is already open needs nothing; for the others a
+    verification state entry (TV2: a producer without state must start at sequence 0) is
+    created and one AddPartitions (clientTransactionVersion TV2) goes to the coordinator.
+    ``retry_concurrent`` is Produce's retry loop on CONCURRENT_TRANSACTIONS.
+    """
+    txn = broker.txn_coordinator
+    if txn is None or transactional_id is None or not targets:
+        return {}
+    config = broker.config
+    backoff_s = int(config.get("add.partitions.to.txn.retry.backoff.ms")) / 1000
+    retry_timeout_s = int(config.get("add.partitions.to.txn.retry.backoff.max.ms")) / 1000
+    started = time.monotonic()
+    while True:
+        now_ms = time.time_ns() // 1_000_000
+        to_add: set[tuple[str, int]] = set()
+        for tp, (plog, base_sequence) in targets.items():
+            manager = ProducerStateLogListener.of(plog).manager
+            if manager.has_ongoing_transaction(producer_id, producer_epoch):
+                continue
+            manager.maybe_create_verification_state_entry(producer_id, base_sequence, producer_epoch, True, now_ms)
+            to_add.add(tp)
+        if not to_add:
+            return {}
+        # Kafka's AddPartitionsToTxn v4+ handler: verify_only=false is TV2 (transactionVersion
+        # ForAddPartitionsToTxn), and the coordinator answers one error for the whole set.
+        code = await txn.handle_add_partitions_to_transaction(
+            transactional_id, producer_id, producer_epoch, to_add, TV_2,
+        )
+        code = _manager_error(code, SupportedOperation.ADD_PARTITION)
+        if (
+            not retry_concurrent
+            or code != ErrorCode.CONCURRENT_TRANSACTIONS
+            or time.monotonic() - started >= retry_timeout_s
+        ):
+            return {} if code == ErrorCode.NONE else dict.fromkeys(to_add, code)
+        await asyncio.sleep(backoff_s)
+
+
+def produce_error(code: ErrorCode, operation: SupportedOperation) -> KafkaError:
+    """ReplicaManager.handleProduceAppend's translation of a verification/add error."""
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return KafkaError(code, "Partition was not added to the transaction")
+    if code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR) or (
+        # TV2 keeps CONCURRENT_TRANSACTIONS: common while the previous commit completes.
+        code == ErrorCode.CONCURRENT_TRANSACTIONS and not supports_epoch_bump(operation)
+    ):
+        return KafkaError(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}",
+        )
+    return KafkaError(code)
 
 
 def verify_produce(
@@ -103,14 +189,4 @@ def verify_produce(
                          batch.base_sequence, operation)
     if code == ErrorCode.NONE:
         return guard
-    if code == ErrorCode.INVALID_TXN_STATE:
-        raise KafkaError(code, "Partition was not added to the transaction")
-    if code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR) or (
-        code == ErrorCode.CONCURRENT_TRANSACTIONS and operation != SupportedOperation.ADD_PARTITION
-    ):
-        raise KafkaError(
-            ErrorCode.NOT_ENOUGH_REPLICAS,
-            f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}",
-        )
-    raise KafkaError(code)
+    raise produce_error(code, operation)
