@@ -304,13 +304,17 @@ class Pair:
             t.create_topic(name, partitions, configs)
         return name
 
-    def require(self, request: pytest.FixtureRequest, *api_keys: int) -> None:
-        """Mark the running test xfail (not strict) when OUR broker does not advertise one of ``api_keys``:
-        the test still runs every assertion, and turns into a normal test once the API lands."""
-        missing = [k for k in api_keys if k not in self.ours.api_versions]
+    def require(self, request: pytest.FixtureRequest, *apis: int | tuple[int, int]) -> None:
+        """Mark the running test xfail (not strict) when OUR broker does not advertise one of ``apis``
+        (an API key, or (key, version) for a version of it): the test still runs every assertion, and
+        turns into a normal test once the API lands."""
+        missing = []
+        for a in apis:
+            key, version = a if isinstance(a, tuple) else (a, None)
+            if not self.ours.supports(key, version):
+                missing.append(api_name(key) + ("" if version is None else f" v{version}"))
         if missing:
-            names = ", ".join(api_name(k) for k in missing)
-            request.applymarker(pytest.mark.xfail(strict=False, reason=f"{names} not implemented yet"))
+            request.applymarker(pytest.mark.xfail(strict=False, reason=f"{', '.join(missing)} not implemented yet"))
 
 
 def batches_summary(records: bytes | None, pid_names: dict[int, str] | None = None) -> list[tuple]:

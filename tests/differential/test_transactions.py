@@ -16,8 +16,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from kafka.protocol.producer.transaction import EndTxnRequest
 
-from tests.differential.harness import batches_summary, record_batch, unique
+from tests.differential.harness import batches_summary, build, record_batch, unique
 
 T0 = 1_700_000_000_000
 TXN_APIS = (22, 24, 26)  # InitProducerId, AddPartitionsToTxn, EndTxn
@@ -389,4 +390,58 @@ def test_interleaved_transactions_last_stable_offset(pair):
 
     k, o = pair.run(scenario)
     assert k[0] == [(0, 3), (1, 4), (5, 5)]
+    assert o == k
+
+
+# -- transactions V2 (KIP-890 part 2): what Java 4.x clients use when transaction.version=2 ----------------
+
+@pytest.fixture
+def _needs_tv2(pair, request):
+    pair.require(request, (0, 12), (26, 5))
+
+
+@pytest.mark.usefixtures("_needs_tv2")
+def test_tv2_produce_adds_partition_implicitly(pair):
+    """Produce v12 of a transactional batch to a partition never added with AddPartitionsToTxn: the
+    leader adds it to the transaction (no INVALID_TXN_STATE); EndTxn v5 commits it and bumps the epoch;
+    the next transaction starts at the new epoch with sequence 0."""
+    name = pair.create_topic(unique("tv2"), 1)
+
+    def scenario(t):
+        txn = Txn(t, name)
+        first = txn.send(0, [b"implicit-0", b"implicit-1"], version=12)
+        during = offsets(t, name, 0)
+        with t.client() as c:
+            r = c.send(build(EndTxnRequest, 5, transactional_id=txn.id, producer_id=txn.pid,
+                             producer_epoch=txn.epoch, committed=True), 5)
+        end = (r.error_code, r.producer_id == txn.pid, r.producer_epoch - txn.epoch)
+        t.wait_stable(name, 0)
+        old_epoch = txn.epoch
+        txn.epoch, txn.seq = r.producer_epoch, {}
+        second = txn.send(0, [b"next-txn"], version=12)
+        txn.epoch = old_epoch
+        stale = txn.send(0, [b"stale-epoch"], version=12)
+        return first, during, end, second, stale["error_code"], offsets(t, name, 0), \
+            fetch_view(t, name, 0, 0, 1, {txn.pid: "P"})
+
+    k, o = pair.run(scenario)
+    assert k[0]["error_code"] == 0 and k[1] == (0, 2) and k[2] == (0, True, 1) and k[3]["error_code"] == 0
+    assert o == k
+
+
+@pytest.mark.usefixtures("_needs_tv2")
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_tv2_end_txn_without_transaction(pair, topic, commit):
+    """EndTxn v5 right after InitProducerId (state Empty): an empty abort is legal under TV2 and bumps
+    the epoch; a commit is INVALID_TXN_STATE (48)."""
+    def scenario(t):
+        txn = Txn(t, topic)
+        with t.client() as c:
+            r = c.send(build(EndTxnRequest, 5, transactional_id=txn.id, producer_id=txn.pid,
+                             producer_epoch=txn.epoch, committed=commit), 5)
+        return r.error_code, r.producer_id == txn.pid if r.producer_id >= 0 else r.producer_id, \
+            r.producer_epoch - txn.epoch if r.producer_epoch >= 0 else r.producer_epoch
+
+    k, o = pair.run(scenario)
+    assert k[0] == (48 if commit else 0)
     assert o == k
