@@ -562,3 +562,68 @@ def test_end_txn_v5_rotates_the_producer_id_when_the_epoch_is_exhausted(tmp_path
         assert ("CompleteCommit", new_pid, 0, None) in log
     finally:
         b.stop()
+
+
+# --- restarts: v0 and v1 values, TV2 markers resumed ---------------------------------------------------
+
+
+def control_epochs(partition_dir: Path) -> list[tuple[int, int]]:
+    """(producer id, producer epoch) of every control batch (the markers) of a partition."""
+    from tests.test_transactions_crash import read_batches
+
+    return [(pid, epoch) for _base, attrs, pid, epoch, _ in read_batches(partition_dir) if attrs & 0x20]
+
+
+def test_a_tv0_log_is_read_after_upgrading_to_tv2(tmp_path):
+    """Values written at transaction.version=0 (v0) load at 2, and the id goes on with TV2."""
+    b = BrokerProcess(tmp_path / "data", overrides={"transaction.version": "0"}).start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            create_topic(c)
+            txn_id, pid, epoch = fresh(c)
+            assert produce_one(c, txn_id, pid, epoch, 0) == NONE  # v12 is TV2 whatever we finalize
+            assert end_txn(c, txn_id, pid, epoch, True) == (NONE, pid, epoch + 1)
+            completed(c, txn_id)
+        b.stop()
+        assert {r["version"] for r in txn_log(Path(b.data_dir), txn_id)} == {0}
+        b.overrides.pop("transaction.version")
+        b.start()
+        with RawClient(b.bootstrap) as c:
+            assert features(api_versions(c, 4))[2][-1] == ("transaction.version", 2, 2)
+            d = until(lambda: describe(c, txn_id), lambda d: d.error_code == NONE)
+            assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("CompleteCommit", pid, epoch + 1)
+            r = init(c, txn_id, pid, epoch + 1)
+            assert (r.error_code, r.producer_id, r.producer_epoch) == (NONE, pid, epoch + 2)
+            assert produce_one(c, txn_id, pid, epoch + 2, 0, partition=1) == NONE
+            assert end_txn(c, txn_id, pid, epoch + 2, True) == (NONE, pid, epoch + 3)
+            completed(c, txn_id)
+        assert [r["version"] for r in txn_log(Path(b.data_dir), txn_id)][-1] == 1
+    finally:
+        b.kill()
+
+
+def test_tv2_markers_resume_after_a_crash_with_the_bumped_epoch(tmp_path):
+    """Killed after PrepareCommit (v1 value: ClientTransactionVersion 2): on restart the coordinator
+    sends the commit markers with the bumped epoch and TV2, which the partitions accept."""
+    b = BrokerProcess(tmp_path / "data", overrides={"test.txn.stop.before.markers": "true"}).start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            create_topic(c)
+            txn_id, pid, epoch = fresh(c)
+            assert produce_one(c, txn_id, pid, epoch, 0, partition=0) == NONE
+            assert produce_one(c, txn_id, pid, epoch, 0, partition=2) == NONE
+            assert end_txn(c, txn_id, pid, epoch, True) == (NONE, pid, epoch + 1)
+        b.kill()
+        b.overrides.pop("test.txn.stop.before.markers")
+        b.start()
+        with RawClient(b.bootstrap) as c:
+            d = until(lambda: describe(c, txn_id), lambda d: d.transaction_state == "CompleteCommit", 20)
+            assert (d.transaction_state, d.producer_epoch) == ("CompleteCommit", epoch + 1)
+            assert produce_one(c, txn_id, pid, epoch + 1, 0, partition=0) == NONE
+            assert end_txn(c, txn_id, pid, epoch + 1, False) == (NONE, pid, epoch + 2)
+            completed(c, txn_id, "CompleteAbort")
+        data = Path(b.data_dir)
+        assert control_epochs(data / f"{TOPIC}-0") == [(pid, epoch + 1), (pid, epoch + 2)]
+        assert control_epochs(data / f"{TOPIC}-2") == [(pid, epoch + 1)]
+    finally:
+        b.kill()

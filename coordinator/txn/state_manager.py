@@ -7,6 +7,9 @@
   TransactionLogValue record, appended, then fsynced before the transition is applied: Kafka
   writes this topic with acks=-1, so an answered request survives a crash. The fsyncs run in a
   worker thread, so the event loop keeps serving, and concurrent writes share one fsync.
+- Value version: ``transaction.version`` (our broker property, Kafka's finalized feature) 0
+  writes TransactionLogValue v0, 1 and 2 write v1 (flexible, with the previous/next producer
+  ids and the client's transaction version as tagged fields); loading reads both.
 - Loading: at start-up every partition is replayed (last record per id wins, a tombstone
   removes it) in a background task; until a partition is loaded its ids answer
   COORDINATOR_LOAD_IN_PROGRESS. Loaded PrepareCommit/PrepareAbort transactions are handed to
