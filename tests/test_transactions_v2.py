@@ -627,3 +627,23 @@ def test_tv2_markers_resume_after_a_crash_with_the_bumped_epoch(tmp_path):
         assert control_epochs(data / f"{TOPIC}-2") == [(pid, epoch + 1)]
     finally:
         b.kill()
+
+
+def test_produce_v12_adds_even_without_partition_verification(tmp_path):
+    """transaction.partition.verification.enable=false turns off KIP-890 part 1 only: TV2 writes
+    still add their partitions (ReplicaManager skips the coordinator only for non-TV2 requests)."""
+    b = BrokerProcess(tmp_path / "data",
+                      overrides={"transaction.partition.verification.enable": "false"}).start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            create_topic(c)
+            txn_id, pid, epoch = fresh(c)
+            assert produce_one(c, txn_id, pid, epoch, 0, partition=1, version=11) == NONE  # unverified
+            assert partitions_of(describe(c, txn_id)) == set()
+            assert produce_one(c, txn_id, pid, epoch, 0, partition=2) == NONE
+            assert partitions_of(describe(c, txn_id)) == {(TOPIC, 2)}
+            assert produce_one(c, txn_id, pid + 1000, 0, 0) == INVALID_PRODUCER_ID_MAPPING
+            assert end_txn(c, txn_id, pid, epoch, True) == (NONE, pid, epoch + 1)
+            completed(c, txn_id)
+    finally:
+        b.kill()
