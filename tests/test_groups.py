@@ -339,7 +339,7 @@ def test_commit_and_heartbeat_errors_over_the_wire(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     group = group_name()
     c = kp_consumer(broker.bootstrap, group, topic_name)
-    wait_until(lambda: bool(c.assignment()), lambda: c.poll(timeout_ms=50), what="an assignment")
+    wait_until(lambda: bool(c.assignment()), lambda: c.poll(timeout_ms=1000), timeout=60, what="an assignment")
     meta = c.group_metadata()
     Commit = request_class(8)
     Topic = Commit.OffsetCommitRequestTopic
