@@ -18,7 +18,7 @@ if [[ ! -x .venv/bin/python ]]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 .venv/bin/pip install -q -e '.[test]'
-.venv/bin/ruff check broker protocol storage coordinator tests bench
+.venv/bin/ruff check broker protocol storage coordinator tests bench pipelines
 # Container checks (scripts/oci-smoke.sh: the Dockerfile and docker-compose.yml built and run with
 # podman, smoke-tested through 127.0.0.1:9092; about 1-2 min, 3-5 min on a fresh machine).
 # OCI_CHECK=1 runs them, OCI_CHECK=0 skips them; auto (default) runs them under CI as root when
