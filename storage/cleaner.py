@@ -33,10 +33,11 @@ Deliberate differences:
   change: appends and rolls do not matter (only non-active segments below the LSO are read),
   anything that removes segments (retention, DeleteRecords, truncation, deletion) bumps
   ``PartitionLog.segments_generation`` and the cleaning is abandoned and retried later.
-- The last batch of every group is kept (emptied if need be), not only the last batch of the
-  round: each cleaned segment then ends exactly where its group ended, so an interrupted swap
-  is recovered to exactly the old or the new set of segments (Kafka may keep an old segment
-  whose records were all superseded next to the new one).
+- The old segments at the end of a group that a cleaning emptied entirely are not part of the
+  swap; they are deleted one by one right after it. The swap then covers exactly
+  [group base, end of the cleaned segment), which is what recovery reads from the ``.swap``
+  file, so a crash at any point leaves the log before or after one atomic step (Kafka can be
+  left with such an old segment beside the new one after a crash).
 - A rewritten batch keeps its base timestamp unless a delete horizon is stamped into it (then
   the record timestamp deltas are re-encoded against the horizon, as Kafka does); Kafka re-bases
   every rewritten batch on its first remaining record. Record timestamps are the same either way.
@@ -165,7 +166,10 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def parse_records(buf: bytes, pos: int, end: int) -> list[Record]:
-    """Every record of an uncompressed records section ``buf[pos:end]`` (no copies but keys)."""
+    """Every record of an uncompressed records section ``buf[pos:end]`` (no copies but keys).
+
+    Varints of one and two bytes (values below 8192: record and value lengths, offset deltas)
+    are decoded inline; that is nearly all of them and most of the cost of a record."""
     out: list[Record] = []
     append = out.append
     try:
@@ -173,6 +177,9 @@ def parse_records(buf: bytes, pos: int, end: int) -> list[Record]:
             b = buf[pos]
             if b < 0x80:
                 length, p = (b >> 1) ^ -(b & 1), pos + 1
+            elif buf[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                length, p = (raw >> 1) ^ -(raw & 1), pos + 2
             else:
                 length, p = _varint(buf, pos)
             rec_end = p + length
@@ -182,12 +189,18 @@ def parse_records(buf: bytes, pos: int, end: int) -> list[Record]:
             b = buf[q]
             if b < 0x80:
                 ts_delta, q = (b >> 1) ^ -(b & 1), q + 1
+            elif buf[q + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[q + 1] << 7)
+                ts_delta, q = (raw >> 1) ^ -(raw & 1), q + 2
             else:
                 ts_delta, q = _varint(buf, q)
             after_ts = q
             b = buf[q]
             if b < 0x80:
                 offset_delta, q = (b >> 1) ^ -(b & 1), q + 1
+            elif buf[q + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[q + 1] << 7)
+                offset_delta, q = (raw >> 1) ^ -(raw & 1), q + 2
             else:
                 offset_delta, q = _varint(buf, q)
             b = buf[q]
@@ -200,12 +213,11 @@ def parse_records(buf: bytes, pos: int, end: int) -> list[Record]:
                 q += key_len
             else:
                 key = None
-            b = buf[q]
-            # A value length of -1 (zigzag 1) is a null value: a tombstone.
-            has_value = b != 1 if b < 0x80 else _varint(buf, q)[0] >= 0
-            if q > rec_end:
+            if q >= rec_end:
                 raise CorruptRecords(f"record at {pos} runs past its length")
-            append((pos, p, after_ts, rec_end, ts_delta, offset_delta, key, has_value))
+            # A value length of -1 (zigzag 1) is a null value: a tombstone. Longer varints are
+            # lengths >= 64, never -1.
+            append((pos, p, after_ts, rec_end, ts_delta, offset_delta, key, buf[q] != 1))
             pos = rec_end
     except IndexError:
         raise CorruptRecords("truncated record") from None
@@ -633,16 +645,58 @@ class CleanerStats:
 # --- the cleaning itself (Cleaner) ---------------------------------------------------------------
 
 
-class FsyncRequest:
-    """Blocking work the driver may run off the loop: fsync files (by path, on descriptors of
-    its own, so closing the segment meanwhile cannot hit a reused descriptor)."""
+class BlockingIO:
+    """A blocking file operation the cleaning generator hands to its driver, which runs it off
+    the event loop (``LogCleaner.run``) or inline (``run_sync``). It only ever touches files
+    that no other part of the broker writes: the cleaner's own output, or a segment read
+    through a descriptor the cleaner opened itself (so the loop closing that segment meanwhile
+    cannot make it read a reused descriptor)."""
 
-    __slots__ = ("paths",)
-
-    def __init__(self, paths: Sequence[str]) -> None:
-        self.paths = list(paths)
+    __slots__ = ()
 
     def run(self) -> None:
+        raise NotImplementedError
+
+
+class ReadRequest(BlockingIO):
+    __slots__ = ("fd", "position", "size", "result")
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        self.fd, self.position, self.size = fd, position, size
+        self.result = b""
+
+    def run(self) -> None:
+        self.result = os.pread(self.fd, self.size, self.position)
+
+
+class AppendRequest(BlockingIO):
+    """Append batches to the cleaned segment, which nothing else sees before the swap."""
+
+    __slots__ = ("segment", "data", "batches")
+
+    def __init__(self, segment: LogSegment, data: bytearray, batches: list[BatchInfo]) -> None:
+        self.segment, self.data, self.batches = segment, data, batches
+
+    def run(self) -> None:
+        self.segment.append(self.data, self.batches)
+
+
+class FsyncRequest(BlockingIO):
+    """Unlink ``unlink`` (the replaced segments' ``.deleted`` files), then fsync ``paths``
+    (files or directories) by path."""
+
+    __slots__ = ("paths", "unlink")
+
+    def __init__(self, paths: Sequence[str], unlink: Sequence[str] = ()) -> None:
+        self.paths = list(paths)
+        self.unlink = list(unlink)
+
+    def run(self) -> None:
+        for path in self.unlink:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
         for path in self.paths:
             try:
                 fd = os.open(path, os.O_RDONLY)
@@ -654,7 +708,7 @@ class FsyncRequest:
                 os.close(fd)
 
 
-Step = FsyncRequest | None
+Step = BlockingIO | None
 _RETAIN_EMPTY, _DELETE, _DELETE_EMPTY = 0, 1, 2
 
 
@@ -679,42 +733,57 @@ class Cleaner:
         if not plog.config.compact:
             raise CleaningAborted(f"{plog} is no longer compacted")
 
-    def _batches(self, seg: LogSegment, position: int) -> Iterator[tuple[bytes, int, BatchInfo]]:
-        """(chunk, offset in chunk, header) of every batch from ``position``; CRCs are checked."""
+    def _batches(
+        self, seg: LogSegment, position: int
+    ) -> Iterator[ReadRequest | tuple[bytes, int, BatchInfo]]:
+        """(chunk, offset in chunk, header) of every batch from ``position``, CRCs checked. Reads
+        are ReadRequests on a descriptor of our own, to be passed on to the driver: consumers
+        ``yield`` them and go on with the loop (the request then holds its result)."""
         end = seg.size
-        chunk = self.read_chunk
-        pos = position
-        while end - pos >= HEADER_SIZE:
-            data = seg.read_at(pos, min(chunk, end - pos))
-            n = len(data)
-            off = 0
-            while n - off >= HEADER_SIZE:
-                length = struct.unpack_from(">i", data, off + 8)[0]
-                size = length + LOG_OVERHEAD
-                if length < MIN_BATCH_LENGTH or data[off + 16] != 2:
-                    raise KafkaStorageError(f"corrupt batch at position {pos + off} of {seg.log_path}")
-                if off + size > n:
-                    break
-                if CRC.unpack_from(data, off + 17)[0] != crc32c(
-                    memoryview(data)[off + CRC_START : off + size]
-                ):
-                    raise KafkaStorageError(
-                        f"CRC mismatch of the batch at position {pos + off} of {seg.log_path}"
-                    )
-                info = read_header(data, off)
-                info.position = pos + off
-                self.io_bytes += size
-                yield data, off, info
-                off += size
-            if off == 0:
-                # One batch larger than the read chunk: read it alone.
-                length = struct.unpack_from(">i", data, 8)[0]
-                if pos + length + LOG_OVERHEAD > end:
-                    raise KafkaStorageError(f"torn batch at position {pos} of {seg.log_path}")
-                chunk = max(chunk, length + LOG_OVERHEAD)
-                continue
-            pos += off
+        try:
+            fd = os.open(seg.log_path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise CleaningAborted(f"{seg.log_path} is gone") from None
+        try:
             chunk = self.read_chunk
+            pos = position
+            while end - pos >= HEADER_SIZE:
+                req = ReadRequest(fd, pos, min(chunk, end - pos))
+                yield req
+                data = req.result
+                n = len(data)
+                off = 0
+                while n - off >= HEADER_SIZE:
+                    length = struct.unpack_from(">i", data, off + 8)[0]
+                    size = length + LOG_OVERHEAD
+                    if length < MIN_BATCH_LENGTH or data[off + 16] != 2:
+                        raise KafkaStorageError(f"corrupt batch at position {pos + off} of {seg.log_path}")
+                    if off + size > n:
+                        break
+                    if CRC.unpack_from(data, off + 17)[0] != crc32c(
+                        memoryview(data)[off + CRC_START : off + size]
+                    ):
+                        raise KafkaStorageError(
+                            f"CRC mismatch of the batch at position {pos + off} of {seg.log_path}"
+                        )
+                    info = read_header(data, off)
+                    info.position = pos + off
+                    self.io_bytes += size
+                    yield data, off, info
+                    off += size
+                if off == 0:
+                    # One batch larger than the read chunk: read it alone.
+                    if n < HEADER_SIZE:
+                        raise KafkaStorageError(f"short read at position {pos} of {seg.log_path}")
+                    length = struct.unpack_from(">i", data, 8)[0]
+                    if pos + length + LOG_OVERHEAD > end:
+                        raise KafkaStorageError(f"torn batch at position {pos} of {seg.log_path}")
+                    chunk = max(chunk, length + LOG_OVERHEAD)
+                    continue
+                pos += off
+                chunk = self.read_chunk
+        finally:
+            os.close(fd)
 
     @staticmethod
     def collect_aborted(plog: PartitionLog, start: int, upper: int) -> list[AbortedTxn]:
@@ -768,7 +837,7 @@ class Cleaner:
     ) -> Generator[Step, None, None]:
         """Cleaner.buildOffsetMap over the dirty segments [start, end)."""
         omap = self.offset_map
-        omap.clear()
+        yield from omap.clear_steps()
         dirty = segments_overlapping(plog.segments, start, end)
         txn = CleanedTransactionMetadata()
         txn.add_aborted_transactions(self.collect_aborted(plog, start, end))
@@ -796,37 +865,36 @@ class Cleaner:
         generation: int,
     ) -> Generator[Step, None, bool]:
         omap = self.offset_map
-        put = omap.put
         position = seg.offset_index.lookup(start).position
-        since_yield = 0
-        for data, off, info in self._batches(seg, position):
-            stats.map_bytes_read += info.size
-            if info.attributes & CONTROL_FLAG:
-                txn.on_control_batch_read(info, control_type_of(data, off, info))
-                stats.map_messages_read += 1
-            elif txn.on_batch_read(info):
-                stats.map_messages_read += info.records_count
-            else:
-                base = info.base_offset
-                _buf, recs = records_of(data, off, info)
-                for r in recs:
-                    key = r[R_KEY]
-                    if key is not None:
-                        offset = base + r[R_OFFSET_DELTA]
-                        if offset >= start:
-                            if omap.full:
-                                return True
-                            put(key, offset)
-                    since_yield += 1
-                    if since_yield >= YIELD_EVERY_RECORDS:
-                        since_yield = 0
-                        yield None
-                        self._check(plog, generation)
-                stats.map_messages_read += len(recs)
-            if info.last_offset >= start:
-                omap.latest_offset = info.last_offset
-            yield None
-            self._check(plog, generation)
+        batches = self._batches(seg, position)
+        try:
+            for item in batches:
+                if type(item) is ReadRequest:
+                    yield item
+                    self._check(plog, generation)
+                    continue
+                data, off, info = item
+                stats.map_bytes_read += info.size
+                if info.attributes & CONTROL_FLAG:
+                    txn.on_control_batch_read(info, control_type_of(data, off, info))
+                    stats.map_messages_read += 1
+                elif txn.on_batch_read(info):
+                    stats.map_messages_read += info.records_count
+                else:
+                    _buf, recs = records_of(data, off, info)
+                    for i in range(0, len(recs), YIELD_EVERY_RECORDS):
+                        if i:
+                            yield None
+                            self._check(plog, generation)
+                        if omap.put_records(recs, i, i + YIELD_EVERY_RECORDS, info.base_offset, start):
+                            return True
+                    stats.map_messages_read += len(recs)
+                if info.last_offset >= start:
+                    omap.latest_offset = info.last_offset
+                yield None
+                self._check(plog, generation)
+        finally:
+            batches.close()
         # Offset gaps at the end of the segment: fast forward to the next segment's start.
         omap.latest_offset = next_segment_start - 1
         return False
@@ -865,6 +933,7 @@ class Cleaner:
             generation = yield from self.clean_segments(plog, group, now_ms, stats, txn, upper, generation)
             stats.groups += 1
         stats.buffer_utilization = self.offset_map.utilization
+        yield from self.offset_map.clear_steps()  # give the memory back between cleanings
         stats.end = time.perf_counter()
         return end_offset, stats
 
@@ -895,21 +964,11 @@ class Cleaner:
         try:
             txn.cleaned_index = cleaned.txn_index
             last_records = last_records_of_active_producers(plog)
-            tail = next((s for s in reversed(group) if s.size > 0), None)
             for i, seg in enumerate(group):
                 upper = group[i + 1].base_offset if i + 1 < len(group) else seg.next_offset
                 txn.add_aborted_transactions(self.collect_aborted(plog, seg.base_offset, upper))
                 yield from self._clean_into(
-                    plog,
-                    seg,
-                    cleaned,
-                    now_ms,
-                    txn,
-                    last_records,
-                    upper_bound_of_round,
-                    stats,
-                    generation,
-                    seg is tail,
+                    plog, seg, cleaned, now_ms, txn, last_records, upper_bound_of_round, stats, generation
                 )
             cleaned.on_become_inactive()
             yield FsyncRequest(
@@ -917,9 +976,19 @@ class Cleaner:
             )
             self._check(plog, generation)
             cleaned.set_last_modified(group[-1].last_modified_ms)
+            # The swap covers [base, end of the cleaned segment); trailing old segments all of
+            # whose records went are deleted after it, each on its own.
+            end = max(cleaned.next_offset, cleaned.base_offset + 1)
+            covered = [s for s in group if s.base_offset < end]
+            emptied = group[len(covered) :]
             swapping = True
-            plog.replace_segments(cleaned, group, on_step=self.on_swap_step)
-            return plog.segments_generation
+            doomed = plog.replace_segments(cleaned, covered, on_step=self.on_swap_step, defer_delete=True)
+            if emptied:
+                doomed += plog.remove_cleaned_segments(emptied, on_step=self.on_swap_step, defer_delete=True)
+            generation = plog.segments_generation
+            # Unlinking the replaced files and the directory fsync block: off the loop.
+            yield FsyncRequest([plog.dir], unlink=doomed)
+            return generation
         except BaseException:
             if not swapping:
                 cleaned.delete()
@@ -938,17 +1007,15 @@ class Cleaner:
         upper_bound_of_round: int,
         stats: CleanerStats,
         generation: int,
-        is_group_tail: bool,
     ) -> Generator[Step, None, None]:
         """Cleaner.cleanInto + MemoryRecords.filterTo for one source segment."""
         omap = self.offset_map
         latest = omap.latest_offset
-        get = omap.get
+        get = omap.lookup_function()
         delete_retention_ms = plog.config.delete_retention_ms
         out = bytearray()
         out_infos: list[BatchInfo] = []
         flush_at = self.read_chunk
-        seg_end = seg.size
 
         def emit(batch: bytes | bytearray | memoryview) -> None:
             info = read_header(batch, 0)
@@ -959,96 +1026,103 @@ class Cleaner:
             stats.messages_written += info.records_count
             self.io_bytes += info.size
 
-        for data, off, info in self._batches(seg, 0):
-            attrs = info.attributes
-            size = info.size
-            stats.bytes_read += size
-            is_control = bool(attrs & CONTROL_FLAG)
-            horizon = info.base_timestamp if attrs & DELETE_HORIZON_FLAG else None
-            # checkBatchRetention
-            if is_control:
-                ctype = control_type_of(data, off, info)
-                can_discard = txn.on_control_batch_read(info, ctype)
-                discard_records = can_discard and horizon is not None and horizon <= now_ms
-            else:
-                can_discard = txn.on_batch_read(info)
-                discard_records = can_discard
-            pid = info.producer_id
-            last_of_producer = False
-            if pid >= 0:
-                last = last_records.get(pid)
-                if last is not None:
-                    if last[0] >= 0:
-                        last_of_producer = info.last_offset == last[0]
-                    else:
-                        last_of_producer = is_control and info.producer_epoch == last[1]
-            if (
-                last_of_producer
-                or info.next_offset == upper_bound_of_round
-                or (is_group_tail and info.position + size == seg_end)
-            ):
-                retention = _RETAIN_EMPTY
-            elif discard_records:
-                retention = _DELETE
-            else:
-                retention = _DELETE_EMPTY
-            marker_for_empty_txn = can_discard and is_control
-            stats.messages_read += info.records_count
-            if retention != _DELETE:
-                # filterBatch
-                buf: bytes = data
-                kept: list[Record] = []
-                write_original = False
-                tombstones = False
-                if discard_records or info.records_count == 0:
-                    pass
-                elif is_control:
-                    write_original = True
-                    if marker_for_empty_txn and horizon is None:
-                        buf, kept = records_of(data, off, info)
+        batches = self._batches(seg, 0)
+        try:
+            for item in batches:
+                if type(item) is ReadRequest:
+                    yield item
+                    self._check(plog, generation)
+                    continue
+                data, off, info = item
+                attrs = info.attributes
+                size = info.size
+                stats.bytes_read += size
+                is_control = bool(attrs & CONTROL_FLAG)
+                horizon = info.base_timestamp if attrs & DELETE_HORIZON_FLAG else None
+                # checkBatchRetention
+                if is_control:
+                    ctype = control_type_of(data, off, info)
+                    can_discard = txn.on_control_batch_read(info, ctype)
+                    discard_records = can_discard and horizon is not None and horizon <= now_ms
                 else:
-                    buf, recs = records_of(data, off, info)
-                    base = info.base_offset
-                    retain_deletes = horizon is None or now_ms < horizon
-                    for n, r in enumerate(recs, 1):
-                        if not n % YIELD_EVERY_RECORDS:
-                            yield None
-                            self._check(plog, generation)
-                        offset = base + r[R_OFFSET_DELTA]
-                        if offset > latest:
-                            keep = True
+                    can_discard = txn.on_batch_read(info)
+                    discard_records = can_discard
+                pid = info.producer_id
+                last_of_producer = False
+                if pid >= 0:
+                    last = last_records.get(pid)
+                    if last is not None:
+                        if last[0] >= 0:
+                            last_of_producer = info.last_offset == last[0]
                         else:
-                            key = r[R_KEY]
-                            if key is None:
-                                stats.invalid_messages += 1
-                                keep = False
-                            else:
-                                keep = offset >= get(key) and (r[R_HAS_VALUE] or retain_deletes)
-                        if keep:
-                            kept.append(r)
-                            if not r[R_HAS_VALUE]:
-                                tombstones = True
-                    write_original = len(kept) == len(recs)
-                has_records = write_original or bool(kept)
-                if has_records:
-                    need_horizon = (tombstones or marker_for_empty_txn) and horizon is None
-                    if write_original and not need_horizon:
-                        emit(memoryview(data)[off : off + size])
-                    else:
-                        if write_original and not kept:
+                            last_of_producer = is_control and info.producer_epoch == last[1]
+                # The last batch of a producer keeps its sequence/epoch; the last batch of the round
+                # keeps the offset the cleaning reached.
+                if last_of_producer or info.next_offset == upper_bound_of_round:
+                    retention = _RETAIN_EMPTY
+                elif discard_records:
+                    retention = _DELETE
+                else:
+                    retention = _DELETE_EMPTY
+                marker_for_empty_txn = can_discard and is_control
+                stats.messages_read += info.records_count
+                if retention != _DELETE:
+                    # filterBatch
+                    buf: bytes = data
+                    kept: list[Record] = []
+                    write_original = False
+                    tombstones = False
+                    if discard_records or info.records_count == 0:
+                        pass
+                    elif is_control:
+                        write_original = True
+                        if marker_for_empty_txn and horizon is None:
                             buf, kept = records_of(data, off, info)
-                        new_horizon = now_ms + delete_retention_ms if need_horizon else horizon
-                        emit(rebuild_batch(info, buf, kept, new_horizon))
-                elif retention == _RETAIN_EMPTY:
-                    emit(empty_batch(info))
-            if len(out) >= flush_at:
-                dest.append(out, out_infos)
-                out = bytearray()
-                out_infos = []
-            yield None
-            self._check(plog, generation)
+                    else:
+                        buf, recs = records_of(data, off, info)
+                        base = info.base_offset
+                        retain_deletes = horizon is None or now_ms < horizon
+                        for n, r in enumerate(recs, 1):
+                            if not n % YIELD_EVERY_RECORDS:
+                                yield None
+                                self._check(plog, generation)
+                            offset = base + r[R_OFFSET_DELTA]
+                            if offset > latest:
+                                keep = True
+                            else:
+                                key = r[R_KEY]
+                                if key is None:
+                                    stats.invalid_messages += 1
+                                    keep = False
+                                else:
+                                    keep = offset >= get(key) and (r[R_HAS_VALUE] or retain_deletes)
+                            if keep:
+                                kept.append(r)
+                                if not r[R_HAS_VALUE]:
+                                    tombstones = True
+                        write_original = len(kept) == len(recs)
+                    has_records = write_original or bool(kept)
+                    if has_records:
+                        need_horizon = (tombstones or marker_for_empty_txn) and horizon is None
+                        if write_original and not need_horizon:
+                            emit(memoryview(data)[off : off + size])
+                        else:
+                            if write_original and not kept:
+                                buf, kept = records_of(data, off, info)
+                            new_horizon = now_ms + delete_retention_ms if need_horizon else horizon
+                            emit(rebuild_batch(info, buf, kept, new_horizon))
+                    elif retention == _RETAIN_EMPTY:
+                        emit(empty_batch(info))
+                if len(out) >= flush_at:
+                    yield AppendRequest(dest, out, out_infos)
+                    out = bytearray()
+                    out_infos = []
+                yield None
+                self._check(plog, generation)
+        finally:
+            batches.close()
         if out_infos:
-            dest.append(out, out_infos)
+            yield AppendRequest(dest, out, out_infos)
 
 
 def run_sync(gen: Generator[Step, None, Any]) -> Any:
@@ -1056,7 +1130,7 @@ def run_sync(gen: Generator[Step, None, Any]) -> Any:
     try:
         item = next(gen)
         while True:
-            if isinstance(item, FsyncRequest):
+            if isinstance(item, BlockingIO):
                 item.run()
             item = next(gen)
     except StopIteration as stop:
@@ -1149,12 +1223,16 @@ class LogCleaner:
             plog, offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset, delay > 0
         )
 
-    def grab_filthiest(self, now: int | None = None) -> LogToClean | None:
-        """LogCleanerManager.grabFilthiestCompactedLog."""
+    def grab_filthiest(
+        self, now: int | None = None, exclude: set[tuple[str, int]] = frozenset()
+    ) -> LogToClean | None:
+        """LogCleanerManager.grabFilthiestCompactedLog (``exclude``: logs already cleaned in
+        this tick, so a log that cannot make progress is not retried in a loop)."""
         now = self.clock_ms() if now is None else now
         dirty: list[LogToClean] = []
         for plog in self.log_manager.logs():
-            if plog.closed or not plog.config.compact or (plog.topic, plog.partition) in self.uncleanable:
+            key = (plog.topic, plog.partition)
+            if plog.closed or not plog.config.compact or key in self.uncleanable or key in exclude:
                 continue
             try:
                 ltc = self.log_to_clean(plog, now)
@@ -1225,34 +1303,37 @@ class LogCleaner:
     def clean_all(self, now: int | None = None, max_cleanings: int = 100) -> list[CleanerStats]:
         """Clean logs (filthiest first) until none is cleanable; synchronous (tests, tools)."""
         done = []
+        seen: set[tuple[str, int]] = set()
         for _ in range(max_cleanings):
-            ltc = self.grab_filthiest(now)
+            ltc = self.grab_filthiest(now, seen)
             if ltc is None:
                 break
+            seen.add((ltc.log.topic, ltc.log.partition))
             result = self.clean_log(ltc, now)
-            if result is None:
-                break
-            done.append(result[1])
+            if result is not None:
+                done.append(result[1])
         return done
 
     async def run(self) -> int:
         """One cleaner tick (schedule every ``log.cleaner.backoff.ms``): clean logs until none is
         cleanable, in slices of at most ``slice_ms`` of loop time. Returns the logs cleaned."""
         cleaned = 0
+        seen: set[tuple[str, int]] = set()
         while True:
             now = self.clock_ms()
-            ltc = self.grab_filthiest(now)
+            ltc = self.grab_filthiest(now, seen)
             if ltc is None:
                 return cleaned
+            seen.add((ltc.log.topic, ltc.log.partition))
             gen = self._start(ltc, now)
             try:
                 end_offset, stats = await self._drive(gen)
             except asyncio.CancelledError:
                 self.in_progress = None
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - aborted, or the log is marked uncleanable
                 self._failed(ltc, e)
-                return cleaned
+                continue
             self._done(ltc, end_offset, stats)
             cleaned += 1
 
@@ -1277,7 +1358,7 @@ class LogCleaner:
         try:
             item = next(gen)
             while True:
-                if isinstance(item, FsyncRequest):
+                if isinstance(item, BlockingIO):
                     end_slice()
                     await loop.run_in_executor(None, item.run)
                     t0, c0 = clock(), cpu_clock()

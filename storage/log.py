@@ -1026,23 +1026,35 @@ class PartitionLog:
                 listener.on_segments_deleted(self, [s.base_offset for s in doomed])
 
     def replace_segments(
-        self, cleaned: LogSegment, old: Sequence[LogSegment], *, on_step: Callable[[str], None] | None = None
-    ) -> None:
+        self,
+        cleaned: LogSegment,
+        old: Sequence[LogSegment],
+        *,
+        on_step: Callable[[str], None] | None = None,
+        defer_delete: bool = False,
+    ) -> list[str]:
         """Swap a cleaned segment in for the contiguous non-active segments ``old`` (Kafka's
         replaceSegments). ``cleaned`` has the base offset of ``old[0]``, its files are named
         ``*.cleaned`` and are complete and fsynced.
 
-        Crash safety comes from the order of renames, each phase followed by a directory fsync:
+        Crash safety comes from the order of the renames:
 
         1. ``.cleaned`` -> ``.swap``, indexes first and the ``.log`` last. The ``.log.swap`` rename
            is the commit point: before it recovery deletes every ``.cleaned``/``.swap`` file of
            that base (the old segments are intact); after it recovery completes the swap.
-        2. The old segments are renamed to ``.deleted`` (``.log`` first) and unlinked.
+        2. The old segments are renamed to ``.deleted`` (``.log`` first).
         3. ``.swap`` -> no suffix, ``.log`` first, then the indexes.
 
         So while ``<base>.log.swap`` exists every unsuffixed file with a base offset in
         [base, next offset of the swap file) belongs to the old segments, and an index ``.swap``
         without a ``.log.swap`` or ``.log.cleaned`` is the new segment's (``_clean_directory``).
+        As in Kafka, the directory is fsynced once at the end, not between the phases: journaling
+        file systems persist these metadata operations in order, so a crash leaves a prefix of
+        them, and every prefix recovers.
+
+        The ``.deleted`` files are unlinked and the directory fsynced here, unless
+        ``defer_delete``: then their paths are returned for the caller to unlink and fsync off the
+        event loop (Kafka deletes them asynchronously too; recovery removes any left over).
         ``on_step(description)`` runs after every file operation (crash-point tests).
         """
         if not old:
@@ -1062,21 +1074,14 @@ class PartitionLog:
         cleaned.change_suffix(
             CLEANED_SUFFIX, SWAP_SUFFIX, log_last=True, on_rename=lambda p: step(f"swap {p}")
         )
-        checkpoints.fsync_dir(self.dir)
         step("committed")
         self._segments[i : i + len(old)] = [cleaned]
         self._bases = [s.base_offset for s in self._segments]
         self.segments_generation += 1
-        for seg in old:
-            try:
-                seg.change_suffix("", DELETED_SUFFIX, on_rename=lambda p: step(f"delete {p}"))
-            except OSError:
-                pass
-            seg.delete()
-            step(f"deleted {seg.base_offset}")
-        checkpoints.fsync_dir(self.dir)
+        doomed = self._retire(old, step, defer_delete, "deleted")
         cleaned.change_suffix(SWAP_SUFFIX, "", on_rename=lambda p: step(f"rename {p}"))
-        checkpoints.fsync_dir(self.dir)
+        if not defer_delete:
+            checkpoints.fsync_dir(self.dir)
         step("done")
         log.info(
             "segments_replaced",
@@ -1090,6 +1095,61 @@ class PartitionLog:
         if gone:
             for listener in self.listeners:
                 listener.on_segments_deleted(self, gone)
+        return doomed
+
+    def remove_cleaned_segments(
+        self,
+        segments: Sequence[LogSegment],
+        *,
+        on_step: Callable[[str], None] | None = None,
+        defer_delete: bool = False,
+    ) -> list[str]:
+        """Delete non-active segments that a cleaning emptied entirely, each one atomically (its
+        .log is renamed to .deleted first). The log keeps an offset gap where they were, which
+        reads step over as over offsets removed inside a segment. ``defer_delete`` as in
+        ``replace_segments``."""
+        present = {id(s) for s in self._segments[:-1]}
+        if any(id(s) not in present for s in segments):
+            raise KafkaStorageError(f"segments {list(segments)} are not non-active segments of {self}")
+        ids = {id(s) for s in segments}
+        self._segments = [s for s in self._segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self._segments]
+        self.segments_generation += 1
+        doomed = self._retire(segments, on_step or (lambda _desc: None), defer_delete, "removed")
+        if not defer_delete:
+            checkpoints.fsync_dir(self.dir)
+        for seg in segments:
+            log.info(
+                "segment_deleted",
+                topic=self.topic,
+                partition=self.partition,
+                base_offset=seg.base_offset,
+                reason="cleaned",
+            )
+        if segments:
+            for listener in self.listeners:
+                listener.on_segments_deleted(self, [s.base_offset for s in segments])
+        return doomed
+
+    @staticmethod
+    def _retire(
+        segments: Sequence[LogSegment], step: Callable[[str], None], defer_delete: bool, label: str
+    ) -> list[str]:
+        """Rename segments to .deleted (.log first), one after the other, and close them; unlink
+        their files now, or return the paths when ``defer_delete``."""
+        doomed: list[str] = []
+        for seg in segments:
+            try:
+                seg.change_suffix("", DELETED_SUFFIX, on_rename=lambda p: step(f"delete {p}"))
+            except OSError:
+                pass
+            if defer_delete:
+                seg.close(final_time_entry=False)
+                doomed.extend(seg.file_paths())
+            else:
+                seg.delete()
+            step(f"{label} {seg.base_offset}")
+        return doomed
 
     # --- config / lifecycle --------------------------------------------------------------------
 

@@ -678,6 +678,10 @@ class LogSegment:
     def _paths(self) -> list[str]:
         return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
+    def file_paths(self) -> list[str]:
+        """The paths of the segment's files (the .txnindex one may not exist)."""
+        return self._paths()
+
     def change_suffix(
         self,
         old: str,

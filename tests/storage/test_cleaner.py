@@ -26,6 +26,7 @@ from protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     build_batch,
+    read_header,
     validate_batches,
 )
 from storage.cleaner import (
@@ -363,6 +364,78 @@ def test_a_full_offset_map_cleans_part_of_the_dirty_section(tmp_path):
     keys = [r[1] for r in recs]
     assert len(keys) == len(set(keys))
     lm.shutdown()
+
+
+async def test_a_log_that_cannot_progress_is_tried_once_per_tick(tmp_path):
+    lm, plog = make_log(tmp_path, segment_bytes=300)
+    for i in range(20):
+        append(plog, [(b"k%d" % (i % 3), b"v" * 40)])
+    c = cleaner_for(lm, dedupe_buffer_size=1)  # the map cannot take a single key
+    assert await asyncio.wait_for(c.run(), 10) == 1
+    assert c.all_checkpoints()[("t", 0)] == 0  # no progress, and no busy loop either
+    assert len(c.clean_all()) == 1
+    lm.shutdown()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=300)),
+            st.one_of(st.none(), st.binary(max_size=9000)),
+            st.integers(min_value=-(2**40), max_value=2**40),
+            st.integers(min_value=1, max_value=20000),
+            st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))), max_size=2),
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    st.sampled_from([0, 1, 3, 4]),
+)
+def test_record_parser_agrees_with_kafka_python(records, codec):
+    """parse_records (with its inline one- and two-byte varints) against kafka-python's builder
+    and reader: offsets, timestamps, keys, null values, headers skipped, every codec."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from storage.cleaner import records_of
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=10**8,
+    )
+    offset = 0
+    for key, value, ts_delta, gap, headers in records:
+        builder.append(offset, timestamp=T0 + ts_delta, key=key, value=value, headers=headers)
+        offset += gap
+    data = bytes(builder.build())
+    info = read_header(data, 0)
+    _buf, parsed = records_of(data, 0, info)
+    expected = list(DefaultRecordBatch(data))
+    assert [(r[5], r[6], r[7], info.base_timestamp + r[4]) for r in parsed] == [
+        (x.offset, x.key, x.value is not None, x.timestamp) for x in expected
+    ]
+
+
+def test_offset_map_limits_and_long_keys():
+    from storage.offset_map import ENTRY_OVERHEAD, OffsetMap
+
+    m = OffsetMap(10 * (ENTRY_OVERHEAD + 4), load_factor=1.0)
+    long_a, long_b = b"x" * 100 + b"a", b"x" * 100 + b"b"
+    m.put(long_a, 1)
+    m.put(long_b, 2)
+    assert (m.get(long_a), m.get(long_b), m.get(b"x" * 101)) == (1, 2, -1)
+    recs = [(0, 0, 0, 0, 0, i, b"k%02d" % i, True) for i in range(20)]
+    assert m.put_records(recs, 0, 20, 100, 0) is True  # full before the 20th key
+    assert m.full and 5 < len(m) < 12 and m.get(b"k00") == 100
+    assert m.put_records(recs, 0, 5, 100, 103) is True  # already full
+    for _ in m.clear_steps():
+        pass
+    assert len(m) == 0 and not m.full and m.latest_offset == -1
 
 
 def test_keyless_produce_errors_as_kafka_words_them():

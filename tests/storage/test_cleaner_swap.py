@@ -10,17 +10,19 @@ intact, and no leftover ``.cleaned``/``.swap``/``.deleted`` file.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from pathlib import Path
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatch
 
 from protocol.records import build_batch, build_control_batch, validate_batches
-from storage.cleaner import FsyncRequest
+from storage.cleaner import BlockingIO, FsyncRequest
 from storage.log import PartitionLog
 from storage.producer_state import TV_0, AppendOrigin, ProducerStateLogListener
-from tests.storage.helpers import decode_log
+from tests.storage.helpers import decode_log, decode_txn_index
 from tests.storage.test_cleaner import T0, append, check_indexes, cleaner_for, log_records, make_log
 
 LEFTOVERS = (".cleaned", ".swap", ".deleted")
@@ -68,32 +70,51 @@ def build_history(plog) -> None:
     plog.roll()
 
 
-def test_a_crash_at_any_step_recovers_to_the_old_or_a_new_set_of_segments(tmp_path):
+def dir_state(d: str | Path) -> tuple[list, list]:
+    """Records (control ones too) of every unsuffixed .log file and the entries of every
+    .txnindex file in a partition directory, read from the files alone."""
+    records = []
+    for path in sorted(glob.glob(os.path.join(d, "*.log"))):
+        data = Path(path).read_bytes()
+        for b in decode_log(data):
+            records.extend(
+                (r.offset, r.key, r.value) for r in DefaultRecordBatch(data[b["pos"] : b["pos"] + b["size"]])
+            )
+    txns = [
+        (pid, first, last, lso)
+        for path in sorted(glob.glob(os.path.join(d, "*.txnindex")))
+        for _v, pid, first, last, lso in decode_txn_index(Path(path).read_bytes())
+    ]
+    return records, txns
+
+
+def test_a_crash_at_any_step_recovers_to_the_state_before_or_after_it(tmp_path):
     lm, plog = make_log(tmp_path, segment_bytes=600, index_interval_bytes=100)
     build_history(plog)
     assert aborted_txns(plog)
-    states = [(log_records(plog, control=True), aborted_txns(plog))]
-    snapshots: list[tuple[int, str, Path]] = []  # (groups swapped so far, step, copy)
-    swapped = 0
+    # A first cleaning leaves small segments; after more updates the next one merges them into
+    # groups, some of whose trailing segments it empties entirely.
+    cleaner_for(lm).clean_all(T0 + 500)
+    for i in range(30):
+        append(plog, [(b"k%d" % (i % 9), b"w%d" % i + b"y" * 30)], ts=T0 + 100 + i)
+    plog.roll()
+    plog.update_config(plog.config.replace(segment_bytes=1200))  # groups of several segments
+    states = [dir_state(plog.dir)]
+    snapshots: list[tuple[int, str, Path]] = []  # (atomic steps applied, step, copy)
     committed = False
+    steps_seen: list[str] = []
 
     def snap(step: str) -> None:
-        nonlocal swapped, committed
-        if step.startswith("swap") and step.endswith(".log.swap"):
-            committed = True  # the commit point: the .log's rename to .swap
-        # Every step of the first two groups and of any group writing a .txnindex; the commit
-        # point and the end of the others (copies are slow on a loaded machine).
-        txn_group = any(
-            n.endswith(".txnindex.cleaned") or n.endswith(".txnindex.swap") for n in os.listdir(plog.dir)
-        )
-        if swapped < 2 or txn_group or step in ("committed", "done", "cleaned written"):
-            dest = tmp_path / f"snap-{len(snapshots):04d}"
-            shutil.copytree(plog.dir, dest)
-            snapshots.append((swapped + (1 if committed else 0), step, dest))
-        if step == "done":
-            swapped += 1
+        nonlocal committed
+        steps_seen.append(step)
+        if not committed and step.endswith((".log.swap", ".log.deleted")):
+            committed = True  # the atomic point of a swap, or of one emptied segment's removal
+        dest = tmp_path / f"snap-{len(snapshots):04d}"
+        shutil.copytree(plog.dir, dest)
+        snapshots.append((len(states) - 1 + (1 if committed else 0), step, dest))
+        if step == "done" or step.startswith("removed"):
             committed = False
-            states.append((log_records(plog, control=True), aborted_txns(plog)))
+            states.append(dir_state(plog.dir))
 
     cleaner = cleaner_for(lm)
     cleaner.cleaner.on_swap_step = snap
@@ -105,27 +126,39 @@ def test_a_crash_at_any_step_recovers_to_the_old_or_a_new_set_of_segments(tmp_pa
         while True:
             if isinstance(item, FsyncRequest):
                 item.run()
-                snap("cleaned written")
-            elif swapped < 2 and any(n.endswith(".cleaned") for n in os.listdir(plog.dir)):
+                snap("blocking io")
+            elif isinstance(item, BlockingIO):
+                item.run()  # a read of a segment or an append to the .cleaned one
+            elif any(n.endswith(".cleaned") for n in os.listdir(plog.dir)):
                 yields += 1
                 if yields % 10 == 0:
                     snap("writing .cleaned")
             item = next(gen)
     except StopIteration:
         pass
-    assert swapped >= 3, "the history should need several groups"
-    assert states[-1][0] != states[0][0]
-    steps = {step.split(" ")[0] for _, step, _ in snapshots}
-    assert {"writing", "cleaned", "swap", "committed", "delete", "deleted", "rename", "done"} <= steps
+    kinds = {step.split(" ")[0] for step in steps_seen}
+    assert {
+        "writing",
+        "blocking",
+        "swap",
+        "committed",
+        "delete",
+        "deleted",
+        "rename",
+        "done",
+        "removed",
+    } <= kinds
+    assert sum(1 for step in steps_seen if step == "done") >= 2
+    assert states[-1] != states[0] and states[-1][1] == aborted_txns(plog)
 
-    for n, (expected_state, step, copy) in enumerate(snapshots):
+    for n, (expected, step, copy) in enumerate(snapshots):
         # Trusting the files (as after a clean shutdown) is the strictest reading: only the swap
         # recovery in _clean_directory runs, no segment is re-validated.
         recovered = PartitionLog.open(str(copy), "t", 0, plog.config, needs_recovery=False, now_ms=T0)
         try:
             assert not [n for n in os.listdir(copy) if n.endswith(LEFTOVERS)], step
-            got = (log_records(recovered, control=True), aborted_txns(recovered))
-            assert got == states[expected_state], f"after a crash at '{step}'"
+            assert dir_state(copy) == states[expected], f"after a crash at '{step}'"
+            assert (log_records(recovered, control=True), aborted_txns(recovered)) == states[expected]
             for seg in recovered.segments:
                 batches = {b["pos"]: b for b in decode_log(seg.read_at(0, seg.size))}
                 for i in range(seg.offset_index.entries):
