@@ -24,15 +24,19 @@ What a cleaning does (Kafka's algorithm, kept step for step):
 
 Deliberate differences:
 
-- The cleaning runs on the event loop in slices (a generator that yields every few hundred
-  records; ``LogCleaner.run`` pauses it whenever a slice has used ``slice_ms``), not in a thread:
-  the work is pure Python, so a thread would hold the GIL just as long and gain nothing, and
-  staying on the loop keeps the broker's rule of one owner for every log and segment. The two
-  blocking calls that are not CPU work, the fsync of the cleaned segment and of its directory,
-  run in the default executor on file descriptors of their own. Between slices the log may
-  change: appends and rolls do not matter (only non-active segments below the LSO are read),
-  anything that removes segments (retention, DeleteRecords, truncation, deletion) bumps
-  ``PartitionLog.segments_generation`` and the cleaning is abandoned and retried later.
+- The cleaning runs on the event loop in slices (a generator that yields after every batch
+  and every few hundred records; ``LogCleaner.run`` gives the loop back whenever a slice has
+  used ``slice_ms``), not in a thread: the work is pure Python, so a thread would hold the GIL
+  just as long (and the loop would wait up to the 5 ms switch interval for it each time), and
+  staying on the loop keeps the broker's rule of one owner for every log and segment. What
+  blocks without being CPU work goes to the default executor as BlockingIO requests, on files
+  nothing else writes: reads of the old segments (through a descriptor of the cleaner's own),
+  appends to the ``.cleaned`` segment, its fsync, unlinking the replaced files, the directory
+  fsync and the checkpoint write. The renames of the swap stay on the loop: they are the
+  atomic steps. Between slices the log may change: appends and rolls do not matter (only
+  non-active segments below the LSO are read), anything that removes segments (retention,
+  DeleteRecords, truncation, deletion) bumps ``PartitionLog.segments_generation`` and the
+  cleaning is abandoned and retried later.
 - The old segments at the end of a group that a cleaning emptied entirely are not part of the
   swap; they are deleted one by one right after it. The swap then covers exactly
   [group base, end of the cleaned segment), which is what recovery reads from the ``.swap``
@@ -96,6 +100,10 @@ YIELD_EVERY_RECORDS = 512  # cooperative pause points inside large batches
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _nothing() -> None:
+    pass
 
 
 # --- configuration ------------------------------------------------------------------------------
@@ -1196,15 +1204,26 @@ class LogCleaner:
         self._owners[key] = weakref.ref(plog)
         return self._checkpoints[d].get(key)
 
-    def update_checkpoint(self, plog: PartitionLog, offset: int) -> None:
+    def update_checkpoint(self, plog: PartitionLog, offset: int, *, write: bool = True) -> Callable[[], None]:
+        """Record ``offset`` for the log (entries of partitions no longer in the dir are
+        dropped, as Kafka's updateCheckpoints does) and write the dir's file now, or return the
+        write (an fsynced atomic replace) for the caller to run off the loop."""
         d = self._dir_of(plog)
         if d is None:
-            return
+            return _nothing
         live = {k for k in self.log_manager.partitions() if self.log_manager.dir_of(*k) == d}
         current = {k: v for k, v in self._checkpoints[d].items() if k in live}
         current[(plog.topic, plog.partition)] = offset
         self._checkpoints[d] = current
-        checkpoints.write_offset_checkpoint(os.path.join(d, CHECKPOINT_FILE), current)
+        path = os.path.join(d, CHECKPOINT_FILE)
+        snapshot = dict(current)
+
+        def persist() -> None:
+            checkpoints.write_offset_checkpoint(path, snapshot)
+
+        if write:
+            persist()
+        return persist
 
     def all_checkpoints(self) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
@@ -1258,11 +1277,15 @@ class LogCleaner:
         self.in_progress = (plog.topic, plog.partition)
         return self.cleaner.clean(ltc, now)
 
-    def _done(self, ltc: LogToClean, end_offset: int, stats: CleanerStats) -> None:
+    def _done(
+        self, ltc: LogToClean, end_offset: int, stats: CleanerStats, *, write: bool = True
+    ) -> Callable[[], None]:
+        """Kafka's doneCleaning; returns the checkpoint write when ``write`` is False."""
         plog = ltc.log
         self.in_progress = None
+        persist: Callable[[], None] = _nothing
         if not plog.closed:
-            self.update_checkpoint(plog, end_offset)
+            persist = self.update_checkpoint(plog, end_offset, write=write)
         self.last_stats = stats
         self.cleanings += 1
         log.info(
@@ -1272,6 +1295,7 @@ class LogCleaner:
             dirty_section=[ltc.first_dirty_offset, end_offset],
             **stats.summary(),
         )
+        return persist
 
     def _failed(self, ltc: LogToClean, exc: BaseException) -> None:
         plog = ltc.log
@@ -1334,12 +1358,14 @@ class LogCleaner:
             except Exception as e:  # noqa: BLE001 - aborted, or the log is marked uncleanable
                 self._failed(ltc, e)
                 continue
-            self._done(ltc, end_offset, stats)
+            persist = self._done(ltc, end_offset, stats, write=False)
+            # Written in order (one cleaner), off the loop: the write fsyncs file and dir.
+            await asyncio.get_running_loop().run_in_executor(None, persist)
             cleaned += 1
 
     async def _drive(self, gen: Generator[Step, None, Any]) -> Any:
         """Run the generator, giving the loop back whenever a slice has used ``slice_ms``, and
-        running its fsync requests in the default executor."""
+        running its blocking file operations (BlockingIO) in the default executor."""
         loop = asyncio.get_running_loop()
         budget = self.config.slice_ms / 1000
         clock, cpu_clock = time.perf_counter, time.thread_time
@@ -1360,7 +1386,14 @@ class LogCleaner:
             while True:
                 if isinstance(item, BlockingIO):
                     end_slice()
-                    await loop.run_in_executor(None, item.run)
+                    job = loop.run_in_executor(None, item.run)
+                    try:
+                        await asyncio.shield(job)
+                    except asyncio.CancelledError:
+                        # The thread cannot be stopped: let it finish before the generator is
+                        # closed (and closes the descriptors the thread is using).
+                        await asyncio.wait([job])
+                        raise
                     t0, c0 = clock(), cpu_clock()
                 elif clock() - t0 >= budget:
                     end_slice()
