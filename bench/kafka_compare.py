@@ -5,8 +5,8 @@ on this machine, in the same run, measured with Kafka's own tools.
     python bench/kafka_compare.py --runs 5 --records 500000 --record-size 1024 --partitions 3
     python bench/kafka_compare.py --json results.json   # also write every raw figure
 
-Figures (each the median of --runs runs; Kafka and ours alternate run by run so that machine noise
-hits both alike):
+Figures (each the median of --runs runs, after --warmup-rounds untimed rounds; Kafka and ours
+alternate run by run so that machine noise hits both alike):
 
 - produce MB/s with ProducerPerformance: plain (acks=all, no idempotence), idempotent (the Java
   default: enable.idempotence=true, acks=all) and transactional (--transaction-duration-ms, default
@@ -335,7 +335,8 @@ def _fmt(x: float | None) -> str:
 
 def print_table(results: dict, a) -> None:
     print()
-    print(f"Apache Kafka {KafkaReference().version} vs ours; medians of {a.runs} runs "
+    print(f"Apache Kafka {KafkaReference().version} vs ours; medians of {a.runs} runs after "
+          f"{a.warmup_rounds} warm-up round(s) "
           f"({a.records} x {a.record_size} B records, {a.partitions} partition(s)), "
           f"start-up median of {a.startup_runs}; {os.cpu_count()} CPUs, load average now "
           f"{os.getloadavg()[0]:.1f} (at start {a.load_at_start:.1f})")
@@ -355,6 +356,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3, help="runs per load figure (median)")
+    ap.add_argument("--warmup-rounds", type=int, default=1,
+                    help="untimed rounds per broker first (the JVM's JIT, page cache, Python's caches)")
     ap.add_argument("--records", type=int, default=50_000, help="records per produce/consume run")
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=1)
@@ -408,6 +411,10 @@ def main(argv=None) -> int:
         for s in samplers.values():
             s.__enter__()
         try:
+            for w in range(a.warmup_rounds):
+                for n, b in brokers.items():
+                    log(f"warm-up round {w + 1}/{a.warmup_rounds}: {n} (not counted)")
+                    one_round(ref, b, -1 - w, a, defaultdict(list))
             for run in range(a.runs):
                 for n, b in (brokers.items() if run % 2 == 0 else reversed(list(brokers.items()))):
                     log(f"run {run + 1}/{a.runs}: {n}")
