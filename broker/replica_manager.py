@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 LEADER_EPOCH = 0  # a single node that has always led every partition
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# ReplicaManager.appendToLocalLog answers these with UNKNOWN_LOG_APPEND_INFO (log start -1).
+_NO_LOG_INFO_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
+})
 ISOLATION_READ_COMMITTED = 1
 
 
@@ -95,17 +101,29 @@ class ReplicaManager:
         transactional_id: str | None = None,
         internal: bool = False,
     ) -> ProduceResult:
-        """Validate and append one partition's payload from a Produce request."""
+        """Validate and append one partition's payload from a Produce request.
+
+        Two phases, as in Kafka: request-level checks (KafkaApis / ProduceRequest.validateRecords)
+        and the log-level ones (LogValidator, producer state). Errors answer log_start_offset -1,
+        except log-level errors outside ReplicaManager.appendToLocalLog's "unknown append info"
+        list (sequence, epoch, transaction errors), which carry the partition's log start offset.
+        """
         try:
             plog = self.partition_log(topic, partition)
-            if topic.startswith("__") and topic in ("__consumer_offsets", "__transaction_state") and not internal:
+            if topic in INTERNAL_TOPICS and not internal:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-            if records is None or len(records) == 0:
-                raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request has no records for the partition")
-            buf = bytearray(records)
-            batches = self._validate(buf, api_version, plog)
-            # KIP-890: a transactional batch needs its partition in the producer's transaction.
-            guard = verify_produce(self.broker, plog, transactional_id, batches[0], api_version)
+            buf = self._validate_request_records(records, api_version)
+        except KafkaError as e:
+            self.broker.metrics.failed_produce.labels(topic).inc()
+            return ProduceResult(e.code, error_message=e.message)
+        try:
+            batches = self._validate(buf, plog)
+            try:
+                # KIP-890: a transactional batch needs its partition in the producer's transaction.
+                guard = verify_produce(self.broker, plog, transactional_id, batches[0], api_version)
+            except KafkaError as e:  # answered before the log is touched: no log info
+                self.broker.metrics.failed_produce.labels(topic).inc()
+                return ProduceResult(e.code, error_message=e.message)
             if guard is None:
                 result = self.append_validated(topic, partition, plog, buf, batches)
             else:
@@ -120,32 +138,48 @@ class ReplicaManager:
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("append failed", topic=topic, partition=partition)
             self.broker.metrics.failed_produce.labels(topic).inc()
-            return ProduceResult(code, error_message=str(e) if str(e) != code.name else None,
+            return ProduceResult(code, log_start_offset=-1 if code in _NO_LOG_INFO_ERRORS else plog.log_start_offset,
+                                 error_message=str(e) if str(e) != code.name else None,
                                  record_errors=list(getattr(e, "record_errors", ())))
 
-    def _validate(self, buf: bytearray, api_version: int, plog: PartitionLog) -> list[rec.BatchInfo]:
-        if len(buf) >= rec.LOG_OVERHEAD + 5 and buf[rec.MAGIC_OFFSET] < 2:
+    @staticmethod
+    def _validate_request_records(records: bytes | memoryview | None, api_version: int) -> bytearray:
+        """ProduceRequest.validateRecords: exactly one complete magic-2 batch (a trailing partial
+        batch is ignored, as Kafka's batch iterator stops there), zstd only from v7."""
+        if records is None or len(records) == 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request has no records for the partition")
+        complete = []
+        for pos, size in rec.iter_batch_positions(records):
+            if size - rec.LOG_OVERHEAD < 14:  # LegacyRecord.RECORD_OVERHEAD_V0
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Record size {size - rec.LOG_OVERHEAD} is less than the "
+                                                            "minimum record overhead (14)")
+            complete.append((pos, size))
+        if complete and records[complete[0][0] + rec.MAGIC_OFFSET] != 2:
             raise KafkaError(
                 ErrorCode.INVALID_RECORD,
                 f"Produce requests with version {api_version} are only allowed to contain record batches with magic version 2",
             )
-        try:
-            batches = rec.validate_batches(buf)
-        except rec.UnsupportedMagic as e:
-            raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
-        except rec.InvalidBatch as e:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
-        if len(batches) != 1:
+        if len(complete) != 1:
             raise KafkaError(
                 ErrorCode.INVALID_RECORD,
                 f"Produce requests with version {api_version} are only allowed to contain exactly one record batch",
             )
-        batch = batches[0]
-        if batch.compression == 4 and api_version < 7:
+        size = complete[0][1]
+        if size >= rec.HEADER_SIZE and api_version < 7 and \
+                rec.ATTRS.unpack_from(records, 21)[0] & rec.COMPRESSION_MASK == 4:
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                 "Produce requests with version below 7 are not allowed to use ZStandard compression",
             )
+        return bytearray(records[:size])
+
+    def _validate(self, buf: bytearray, plog: PartitionLog) -> list[rec.BatchInfo]:
+        """LogValidator's checks: structure and CRC, size, control records, keys on compacted topics."""
+        try:
+            batches = rec.validate_batches(buf)
+        except rec.InvalidBatch as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
+        batch = batches[0]
         if batch.compression > 4:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Unknown compression type id {batch.compression}")
         if batch.is_control:
@@ -216,13 +250,9 @@ class ReplicaManager:
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("read failed", topic=topic, partition=partition)
             self.broker.metrics.failed_fetch.labels(topic).inc()
-            plog = self.log_manager.get(topic, partition)
-            if plog is None:
-                return FetchPartitionResult(code)
-            return FetchPartitionResult(
-                code, plog.high_watermark, last_stable_offset(plog), plog.log_start_offset, None,
-                [] if isolation_level == ISOLATION_READ_COMMITTED else None,
-            )
+            # Kafka answers an errored partition with unknown (-1) offsets and no records; one
+            # it does not host is built by KafkaApis with an empty (not null) aborted list.
+            return FetchPartitionResult(code, aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
 
     @staticmethod
     def _check_leader_epoch(current_leader_epoch: int) -> None:

@@ -170,6 +170,7 @@ class LogManager:
                     log_start_offset=log_starts.get(parsed, 0),
                 )
                 ProducerStateLogListener.attach(plog, now, **self.producer_state_config)
+                self._become_leader(plog)
                 self._logs[parsed] = plog
                 self._dir_of[parsed] = d
             log.info("log_dir_loaded", log_dir=d, clean_shutdown=clean, partitions=self._count_in(d))
@@ -211,6 +212,13 @@ class LogManager:
                     )
             out[d] = props
         return out
+
+    @staticmethod
+    def _become_leader(plog: PartitionLog) -> None:
+        """This single node leads every partition at epoch 0. Like Partition.makeLeader, record
+        the epoch's start (the log end) so OffsetForLeaderEpoch answers even an empty log."""
+        if plog.epoch_cache.latest_epoch is None:
+            plog.assign_leader_epoch(0)
 
     # --- lookup / create / delete --------------------------------------------------------------
 
@@ -264,6 +272,7 @@ class LogManager:
         ProducerStateLogListener.attach(
             plog, now_ms if now_ms is not None else _wall_ms(), **self.producer_state_config
         )
+        self._become_leader(plog)
         self._logs[key] = plog
         self._dir_of[key] = d
         log.info("log_created", topic=topic, partition=partition, log_dir=d)

@@ -51,22 +51,25 @@ def _fmt(value) -> str | None:
 
 
 def topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]:
+    """Kafka's ConfigHelper.createTopicConfigEntry: synonyms list the topic override, each broker
+    property it derives from that is set, then the primary broker property's default if it has
+    one (log.roll.ms, log.retention.ms ... default to null and are not listed)."""
     defaults = broker.config.topic_defaults()
     out = []
     for name, d in TOPIC_CONFIGS.items():
         synonyms: list[tuple[str, str | None, int]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], SOURCE_TOPIC))
-        synonym = d.broker_synonym
-        if synonym and broker.config.is_set(synonym):
-            synonyms.append((synonym, _fmt(broker.config.get(synonym)), SOURCE_STATIC_BROKER))
+        broker_names = d.broker_synonyms or ((d.broker_synonym,) if d.broker_synonym else ())
+        set_names = [n for n in broker_names if broker.config.is_set(n)]
+        synonyms += [(n, _fmt(broker.config.get(n)), SOURCE_STATIC_BROKER) for n in set_names]
+        primary = BROKER_CONFIGS.get(broker_names[0]) if broker_names else None
+        if primary is not None and primary.default is not None:  # as Kafka: null defaults are not listed
+            synonyms.append((primary.name, _fmt(primary.default), SOURCE_DEFAULT))
         default = format_config_value(name, d.default)
-        if synonym:
-            synonyms.append((synonym, defaults.get(name, default) if not broker.config.is_set(synonym)
-                             else default, SOURCE_DEFAULT))
         if name in overrides:
             value, source = overrides[name], SOURCE_TOPIC
-        elif synonym and broker.config.is_set(synonym):
+        elif set_names:
             value, source = defaults.get(name, default), SOURCE_STATIC_BROKER
         else:
             value, source = defaults.get(name, default), SOURCE_DEFAULT

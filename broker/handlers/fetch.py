@@ -56,7 +56,7 @@ def _read_all(broker, plan: _Plan, req, version: int) -> tuple[list, int, bool]:
         parts = []
         for p in partitions:
             if name is None:
-                parts.append(FetchPartitionResponse(p.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+                parts.append(FetchPartitionResponse(p.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[]))
                 errors = True
                 continue
             limit = min(p.partition_max_bytes, remaining)

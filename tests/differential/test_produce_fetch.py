@@ -8,6 +8,8 @@ fetched record bytes are comparable between the two brokers.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -114,7 +116,22 @@ def test_produce_acks_1(pair, topic):
 
 @pytest.mark.parametrize("name", ["__consumer_offsets", "__transaction_state"])
 def test_produce_to_internal_topic(pair, name):
-    """Clients may not write internal topics: INVALID_TOPIC_EXCEPTION (17), whether or not it exists."""
+    """Clients may not write internal topics: INVALID_TOPIC_EXCEPTION (17). (Before the topic
+    exists Kafka answers UNKNOWN_TOPIC_OR_PARTITION, so make sure it exists on both sides: a
+    FindCoordinator of the matching key type creates it.)"""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    key_type = 0 if name == "__consumer_offsets" else 1
+
+    def ensure(t) -> None:
+        for _ in range(50):
+            with t.client() as c:
+                r = c.send(FindCoordinatorRequest[3](key="differential-ensure", key_type=key_type), 3)
+            if r.error_code == 0:
+                return
+            time.sleep(0.1)
+
+    pair.run(ensure)
     k, o = pair.run(lambda t: t.produce_one(name, 0, small_batch()))
     assert k["error_code"] == 17
     assert o == k
