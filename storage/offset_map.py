@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from hashlib import blake2b
 
 MAX_RAW_KEY = 64
-SHARDS = 128
+SHARDS = 256
 _SHARD_MASK = SHARDS - 1
 # dict slot (hash, key, value pointers, ~1.5x spare) + bytes header + int value: measured with
 # tracemalloc at ~100-120 bytes per entry for short keys on CPython 3.11.
