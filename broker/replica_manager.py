@@ -143,7 +143,7 @@ class ReplicaManager:
                                  record_errors=list(getattr(e, "record_errors", ())))
 
     @staticmethod
-    def _validate_request_records(records: bytes | memoryview | None, api_version: int) -> bytearray:
+    def _validate_request_records(records: bytes | memoryview | None, api_version: int) -> bytearray | memoryview:
         """ProduceRequest.validateRecords: exactly one complete magic-2 batch (a trailing partial
         batch is ignored, as Kafka's batch iterator stops there), zstd only from v7."""
         if records is None or len(records) == 0:
@@ -171,6 +171,8 @@ class ReplicaManager:
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                 "Produce requests with version below 7 are not allowed to use ZStandard compression",
             )
+        if isinstance(records, memoryview) and not records.readonly:
+            return records[:size]  # a slice of the request frame: offsets are patched in place
         return bytearray(records[:size])
 
     def _validate(self, buf: bytearray, plog: PartitionLog) -> list[rec.BatchInfo]:

@@ -23,7 +23,7 @@ class FrameDecoder:
     __slots__ = ("_chunks", "_buffered", "_need", "max_size")
 
     def __init__(self, max_size: int) -> None:
-        self._chunks: list[bytes] = []
+        self._chunks: list[bytes | memoryview] = []
         self._buffered = 0
         self._need = -1  # size of the frame being assembled, -1 while the prefix is incomplete
         self.max_size = max_size
@@ -32,11 +32,11 @@ class FrameDecoder:
     def buffered(self) -> int:
         return self._buffered
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes) -> list[bytearray]:
         """Add received bytes; return every complete frame body (without its size prefix)."""
         self._chunks.append(data)
         self._buffered += len(data)
-        frames: list[bytes] = []
+        frames: list[bytearray] = []
         while True:
             if self._need < 0:
                 if self._buffered < 4:
@@ -57,7 +57,7 @@ class FrameDecoder:
     def _peek(self, n: int) -> bytes:
         first = self._chunks[0]
         if len(first) >= n:
-            return first[:n]
+            return bytes(first[:n])
         joined = b"".join(self._chunks)
         self._chunks = [joined]
         return joined[:n]
@@ -65,17 +65,28 @@ class FrameDecoder:
     def _consume(self, n: int) -> None:
         self._take(n)
 
-    def _take(self, n: int) -> bytes:
+    def _take(self, n: int) -> bytearray:
+        """The next ``n`` bytes as one mutable buffer, copied exactly once: the broker patches
+        offsets into produce payloads in place, so a frame must be writable anyway."""
         first = self._chunks[0]
-        if len(first) == n:
-            self._chunks.pop(0)
+        if len(first) >= n:
+            frame = bytearray(memoryview(first)[:n])
+            if len(first) == n:
+                self._chunks.pop(0)
+            else:
+                self._chunks[0] = memoryview(first)[n:]
             self._buffered -= n
-            return first
-        if len(first) > n:
-            self._chunks[0] = first[n:]
-            self._buffered -= n
-            return first[:n]
-        joined = b"".join(self._chunks)
-        self._chunks = [joined[n:]] if len(joined) > n else []
+            return frame
+        frame = bytearray(n)
+        pos = 0
+        while pos < n:
+            chunk = self._chunks[0]
+            take = min(len(chunk), n - pos)
+            frame[pos:pos + take] = memoryview(chunk)[:take]
+            pos += take
+            if take == len(chunk):
+                self._chunks.pop(0)
+            else:
+                self._chunks[0] = memoryview(chunk)[take:]
         self._buffered -= n
-        return joined[:n]
+        return frame
