@@ -7,14 +7,13 @@ inactive or is closed, so the last entry always carries the segment's max timest
 
 from __future__ import annotations
 
-import os
 import struct
 from array import array
 from bisect import bisect_right
 from typing import NamedTuple
 
-from storage.errors import KafkaStorageError, LogSegmentOffsetOverflow
-from storage.offset_index import INT32_MAX, PENDING_BYTES, _write_all
+from storage.errors import LogSegmentOffsetOverflow
+from storage.index_file import INT32_MAX, IndexFile
 
 ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = ENTRY.size  # 12
@@ -26,38 +25,24 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class TimeIndex:
+class TimeIndex(IndexFile):
     """The time index of one segment."""
 
-    __slots__ = ("path", "base_offset", "max_entries", "_fd", "_ts", "_rel", "corrupt", "_pending")
+    __slots__ = ("_ts", "_rel")
+    ENTRY_SIZE = ENTRY_SIZE
+    KIND = "time index"
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.max_entries = max(max_index_size // ENTRY_SIZE, 0)
+    def _clear_columns(self) -> None:
         self._ts = array("q")
         self._rel = array("i")
-        self.corrupt = False
-        self._pending = bytearray()  # entries not yet written to the file
-        try:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            size = os.fstat(self._fd).st_size
-            if size % ENTRY_SIZE:
-                self.corrupt = True
-            elif size:
-                for ts, rel in ENTRY.iter_unpack(os.pread(self._fd, size, 0)):
-                    self._ts.append(ts)
-                    self._rel.append(rel)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot open time index {path}: {e}") from e
 
-    @property
-    def entries(self) -> int:
-        return len(self._ts)
+    def _columns(self) -> tuple[array, ...]:
+        return self._ts, self._rel
 
-    @property
-    def is_full(self) -> bool:
-        return len(self._ts) >= self.max_entries
+    def _load(self, data: bytes) -> None:
+        for ts, rel in ENTRY.iter_unpack(data):
+            self._ts.append(ts)
+            self._rel.append(rel)
 
     def last_entry(self) -> TimestampOffset:
         """The last entry, or (-1, base offset) when empty (Kafka's lastEntry)."""
@@ -104,53 +89,10 @@ class TimeIndex:
                 raise LogSegmentOffsetOverflow(
                     f"offset {offset} overflows index with base {self.base_offset}"
                 )
-            self._pending += ENTRY.pack(timestamp, rel)
-            if len(self._pending) >= PENDING_BYTES:
-                self.write_pending()
+            self._append_entry(ENTRY.pack(timestamp, rel))
             self._ts.append(timestamp)
             self._rel.append(rel)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset``; offsets are monotonic, so a bisect finds the cut."""
         self.truncate_to_entries(bisect_right(self._rel, offset - self.base_offset - 1))
-
-    def truncate_to_entries(self, n: int) -> None:
-        if n >= len(self._ts):
-            return
-        self.write_pending()
-        del self._ts[n:]
-        del self._rel[n:]
-        try:
-            os.ftruncate(self._fd, n * ENTRY_SIZE)
-        except OSError as e:
-            raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
-
-    def reset(self) -> None:
-        self._pending.clear()
-        self._ts = array("q")
-        self._rel = array("i")
-        self.corrupt = False
-        os.ftruncate(self._fd, 0)
-
-    def write_pending(self) -> None:
-        """Write buffered entries; called when enough accumulate and on flush, close, roll, truncate."""
-        if self._pending:
-            try:
-                _write_all(self._fd, self._pending)
-            except OSError as e:
-                raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
-            self._pending.clear()
-
-    def flush(self) -> None:
-        self.write_pending()
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            self.write_pending()
-            os.close(self._fd)
-            self._fd = -1
-
-    def rename(self, new_path: str) -> None:
-        os.rename(self.path, new_path)
-        self.path = new_path

@@ -13,7 +13,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from storage.errors import CorruptRecord, KafkaStorageError
-from storage.offset_index import _write_all
+from storage.index_file import _write_all
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34
