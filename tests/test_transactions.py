@@ -293,6 +293,7 @@ def _ctp_confluent(bootstrap: str, inp: str, out: str, group: str) -> int:
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
             n += 1
             if n % 3 == 0:
+                producer.flush(30)  # abort purges unsent messages; flush so the aborted output is in the log
                 producer.abort_transaction(30)
                 aborted += 1
                 for tp in consumer.assignment():
@@ -370,6 +371,7 @@ async def _ctp_aiokafka(bootstrap: str, inp: str, out: str, group: str) -> int:
             await producer.send_offsets_to_transaction(positions, group)
             n += 1
             if n % 3 == 0:
+                await producer.flush()  # as above: the aborted output must reach the log
                 await producer.abort_transaction()
                 aborted += 1
                 for tp in consumer.assignment():
