@@ -104,6 +104,24 @@ class MetadataStore:
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
 
+    def split_known_partitions(self, topics) -> tuple[dict[tuple[str, int], ErrorCode], list[tuple[str, list]]]:
+        """Split a request's topics (each with ``.name`` and ``.partitions`` entries that have a
+        ``.partition_index``) into the entries of partitions this cluster has, per topic, and
+        UNKNOWN_TOPIC_OR_PARTITION for the rest: the first step of every offset API."""
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        known: list[tuple[str, list]] = []
+        for t in topics:
+            info = self.topics.get(t.name)
+            parts = []
+            for p in t.partitions:
+                if info is None or not 0 <= p.partition_index < info.partitions:
+                    errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    parts.append(p)
+            if parts:
+                known.append((t.name, parts))
+        return errors, known
+
     def colliding(self, name: str) -> str | None:
         """Kafka rejects names that differ from an existing one only by '.' vs '_' (metrics clash)."""
         key = name.replace(".", "_")

@@ -31,23 +31,12 @@ PartResp = TopicResp.OffsetCommitResponsePartition
 def handle(ctx, req):
     v = ctx.api_version
     broker = ctx.broker
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    to_commit: list[tuple[str, list[CommitPartition]]] = []
-    for t in req.topics:
-        info = broker.metadata.get(t.name)
-        parts = []
-        for p in t.partitions:
-            if info is None or not 0 <= p.partition_index < info.partitions:
-                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            parts.append(CommitPartition(
-                p.partition_index,
-                p.committed_offset,
-                p.committed_leader_epoch if v >= 6 else -1,
-                p.committed_metadata,
-            ))
-        if parts:
-            to_commit.append((t.name, parts))
+    errors, known = broker.metadata.split_known_partitions(req.topics)
+    to_commit = [
+        (name, [CommitPartition(p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata) for p in parts])
+        for name, parts in known
+    ]
     if to_commit:
         gc = broker.group_coordinator
         if gc is None or not gc.active:

@@ -20,18 +20,8 @@ PartResp = TopicResp.OffsetDeleteResponsePartition
 @api(47, (0, 0))
 def handle(ctx, req):
     broker = ctx.broker
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    known: list[tuple[str, list[int]]] = []
-    for t in req.topics:
-        info = broker.metadata.get(t.name)
-        parts = []
-        for p in t.partitions:
-            if info is None or not 0 <= p.partition_index < info.partitions:
-                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                parts.append(p.partition_index)
-        if parts:
-            known.append((t.name, parts))
+    errors, found = broker.metadata.split_known_partitions(req.topics)
+    known = [(name, [p.partition_index for p in parts]) for name, parts in found]
     gc = broker.group_coordinator
     if gc is None or not gc.active:
         return Response(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, throttle_time_ms=0, topics=[])
