@@ -50,7 +50,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from protocol import records as rec
-from protocol.messages import request_class
+from protocol.messages import api_name
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -68,11 +68,6 @@ GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "
 _I32 = struct.Struct(">i")
 _RECORDS_COUNT_AT = 57  # records count: the last int32 of the 61-byte batch header
 _BATCH_LENGTH_AT = 8
-
-
-def api_name(api_key: int) -> str:
-    cls = request_class(api_key)
-    return cls.name.removesuffix("Request") if cls is not None else str(api_key)
 
 
 def count_records(buf: bytes | bytearray | memoryview) -> int:

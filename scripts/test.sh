@@ -18,6 +18,7 @@ if [[ ! -x .venv/bin/python ]]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 .venv/bin/pip install -q -e '.[test]'
+.venv/bin/python -m compileall -q broker protocol storage coordinator >/dev/null  # as scripts/run.sh
 .venv/bin/ruff check broker protocol storage coordinator tests bench pipelines
 # Container checks (scripts/oci-smoke.sh: the Dockerfile and docker-compose.yml built and run with
 # podman, smoke-tested through 127.0.0.1:9092; about 1-2 min, 3-5 min on a fresh machine).

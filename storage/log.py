@@ -185,6 +185,7 @@ class LeaderEpochCache:
     def __init__(self, path: str, entries: list[tuple[int, int]] | None = None) -> None:
         self.path = path
         self._entries: list[tuple[int, int]] = list(entries or [])
+        self._persisted: list[tuple[int, int]] = list(self._entries)  # what the file holds
 
     @classmethod
     def load(cls, path: str) -> LeaderEpochCache:
@@ -202,10 +203,14 @@ class LeaderEpochCache:
     def earliest_entry(self) -> tuple[int, int] | None:
         return self._entries[0] if self._entries else None
 
-    def _write(self) -> None:
-        checkpoints.write_leader_epoch_checkpoint(self.path, self._entries)
+    def flush(self) -> None:
+        """Write the checkpoint if it changed: a load that truncates an entry and re-assigns the
+        same one (an empty log's (0, 0)) costs no fsync."""
+        if self._entries != self._persisted:
+            checkpoints.write_leader_epoch_checkpoint(self.path, self._entries)
+            self._persisted = list(self._entries)
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; later/conflicting entries are dropped."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"Received invalid partition leader epoch entry ({epoch}, {start_offset})")
@@ -216,7 +221,8 @@ class LeaderEpochCache:
         while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
             self._entries.pop()
         self._entries.append((epoch, start_offset))
-        self._write()
+        if flush:
+            self.flush()
         return True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
@@ -246,25 +252,27 @@ class LeaderEpochCache:
             previous = epoch
         return previous
 
-    def truncate_from_end(self, end_offset: int) -> None:
+    def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
         """Drop entries starting at or after ``end_offset`` (log truncation)."""
         if end_offset >= 0 and self._entries and self._entries[-1][1] >= end_offset:
             while self._entries and self._entries[-1][1] >= end_offset:
                 self._entries.pop()
-            self._write()
+            if flush:
+                self.flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> None:
         """Drop entries before ``start_offset``; the last dropped one is kept, moved to start there."""
         removed = None
         while self._entries and self._entries[0][1] <= start_offset:
             removed = self._entries.pop(0)
         if removed is not None:
             self._entries.insert(0, (removed[0], start_offset))
-            self._write()
+            if flush:
+                self.flush()
 
     def clear(self) -> None:
         self._entries = []
-        self._write()
+        self.flush()
 
 
 # --- the log ------------------------------------------------------------------------------------
@@ -323,8 +331,12 @@ class PartitionLog:
         needs_recovery: bool = True,
         now_ms: int | None = None,
         log_start_offset: int = 0,
+        leader_epoch: int | None = None,
     ) -> PartitionLog:
         """Load (or create) the partition directory.
+
+        ``leader_epoch``: become leader at that epoch when the log records none (Kafka's
+        makeLeader on an empty epoch cache), with one checkpoint write for the whole load.
 
         Leftover .deleted/.cleaned/.swap/.tmp files and orphan indexes are removed. A segment with a
         missing or torn index is rebuilt. With ``needs_recovery`` (no clean shutdown) every segment
@@ -358,7 +370,7 @@ class PartitionLog:
             ple = info.partition_leader_epoch
             latest = epoch_cache.latest_epoch
             if ple >= 0 and (latest is None or ple > latest):
-                epoch_cache.assign(ple, info.base_offset)
+                epoch_cache.assign(ple, info.base_offset, flush=False)  # written once, below
 
         rebuilt: dict[int, int] = {}  # base offset -> bytes truncated by the rebuild
         for seg in segments:
@@ -413,8 +425,11 @@ class PartitionLog:
             leo = log_start_offset
         start_offset = max(log_start_offset, segments[0].base_offset)
         start_offset = min(start_offset, leo)
-        epoch_cache.truncate_from_end(leo)
-        epoch_cache.truncate_from_start(start_offset)
+        epoch_cache.truncate_from_end(leo, flush=False)
+        epoch_cache.truncate_from_start(start_offset, flush=False)
+        if leader_epoch is not None and epoch_cache.latest_epoch is None:
+            epoch_cache.assign(leader_epoch, leo, flush=False)
+        epoch_cache.flush()
         rp = leo if not needs_recovery else min(recovery_point, leo)
         plog = cls(
             directory,

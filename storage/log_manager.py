@@ -32,6 +32,9 @@ log = structlog.get_logger(__name__)
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
+# This single node leads every partition at epoch 0. Like Partition.makeLeader, a log with no epoch
+# records the epoch's start (its log end), so OffsetForLeaderEpoch answers even an empty log.
+LEADER_EPOCH = 0
 LOCK_FILE = ".lock"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
@@ -129,6 +132,7 @@ class LogManager:
     def startup(self, now_ms: int | None = None) -> None:
         """Lock the dirs, load every partition log (recovering those without a clean shutdown)."""
         now = now_ms if now_ms is not None else _wall_ms()
+        configs: dict[str, LogConfig] = {}  # one per topic, not per partition
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
             self._lock_dir(d)
@@ -163,14 +167,14 @@ class LogManager:
                     path,
                     topic,
                     partition,
-                    self._config_for_topic(topic),
+                    configs.get(topic) or configs.setdefault(topic, self._config_for_topic(topic)),
                     recovery_point=recovery_points.get(parsed, 0),
                     needs_recovery=not clean,
                     now_ms=now,
                     log_start_offset=log_starts.get(parsed, 0),
+                    leader_epoch=LEADER_EPOCH,
                 )
                 ProducerStateLogListener.attach(plog, now, **self.producer_state_config)
-                self._become_leader(plog)
                 self._logs[parsed] = plog
                 self._dir_of[parsed] = d
             log.info("log_dir_loaded", log_dir=d, clean_shutdown=clean, partitions=self._count_in(d))
@@ -212,13 +216,6 @@ class LogManager:
                     )
             out[d] = props
         return out
-
-    @staticmethod
-    def _become_leader(plog: PartitionLog) -> None:
-        """This single node leads every partition at epoch 0. Like Partition.makeLeader, record
-        the epoch's start (the log end) so OffsetForLeaderEpoch answers even an empty log."""
-        if plog.epoch_cache.latest_epoch is None:
-            plog.assign_leader_epoch(0)
 
     # --- lookup / create / delete --------------------------------------------------------------
 
@@ -267,12 +264,12 @@ class LogManager:
             recovery_point=0,
             needs_recovery=False,
             now_ms=now_ms,
+            leader_epoch=LEADER_EPOCH,
         )
         checkpoints.fsync_dir(d)
         ProducerStateLogListener.attach(
             plog, now_ms if now_ms is not None else _wall_ms(), **self.producer_state_config
         )
-        self._become_leader(plog)
         self._logs[key] = plog
         self._dir_of[key] = d
         log.info("log_created", topic=topic, partition=partition, log_dir=d)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from coordinator.txn.state import TV_0
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(25)
+Response = lazy_response(25)
 OFFSETS_TOPIC = "__consumer_offsets"
 
 

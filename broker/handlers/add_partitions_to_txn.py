@@ -18,9 +18,9 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from coordinator.txn.state import TV_0, TV_2
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(24)
+Response = lazy_response(24)
 Result = Response.AddPartitionsToTxnResult
 TopicResult = Response.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult

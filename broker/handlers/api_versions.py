@@ -32,9 +32,9 @@ import re
 from broker.handlers.registry import HANDLERS, api
 from coordinator.txn.state_manager import MAX_TRANSACTION_VERSION, transaction_version_level
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(18)
+Response = lazy_response(18)
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 # metadata.version as Apache Kafka 4.3.1 supports and finalizes it (MetadataVersion 3.3-IV3 ..

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(37)
+Response = lazy_response(37)
 Result = Response.CreatePartitionsTopicResult
 
 

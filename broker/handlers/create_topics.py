@@ -13,9 +13,9 @@ import uuid
 from broker.handlers.describe_configs import topic_config_entries
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(19)
+Response = lazy_response(19)
 Result = Response.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(42)
+Response = lazy_response(42)
 Result = Response.DeletableGroupResult
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from broker.replica_manager import error_code_of
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(21)
+Response = lazy_response(21)
 TopicResult = Response.DeleteRecordsTopicResult
 PartResult = TopicResult.DeleteRecordsPartitionResult
 

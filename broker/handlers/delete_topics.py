@@ -10,9 +10,9 @@ import uuid
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(20)
+Response = lazy_response(20)
 Result = Response.DeletableTopicResult
 ZERO = uuid.UUID(int=0)
 

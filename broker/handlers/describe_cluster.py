@@ -5,9 +5,9 @@ from __future__ import annotations
 from broker.handlers.metadata import CLUSTER_OPERATIONS
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(60)
+Response = lazy_response(60)
 Node = Response.DescribeClusterBroker
 ENDPOINT_BROKERS = 1
 

@@ -13,10 +13,10 @@ from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
 from broker.metadata import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 from storage.log_config import TOPIC_CONFIGS, format_config_value
 
-Response = response_class(32)
+Response = lazy_response(32)
 Result = Response.DescribeConfigsResult
 Entry = Result.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym

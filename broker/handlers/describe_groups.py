@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(15)
+Response = lazy_response(15)
 Described = Response.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
 

@@ -10,9 +10,9 @@ import os
 import shutil
 
 from broker.handlers.registry import api
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(35)
+Response = lazy_response(35)
 DirResult = Response.DescribeLogDirsResult
 TopicResult = DirResult.DescribeLogDirsTopic
 PartResult = TopicResult.DescribeLogDirsPartition

@@ -17,10 +17,10 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from broker.metadata import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 from storage.producer_state import ProducerStateLogListener
 
-Response = response_class(61)
+Response = lazy_response(61)
 TopicResponse = Response.TopicResponse
 PartitionResponse = TopicResponse.PartitionResponse
 ProducerState = PartitionResponse.ProducerState

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(65)
+Response = lazy_response(65)
 State = Response.TransactionState
 TopicData = State.TopicData
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from coordinator.txn.state import TV_0, TV_2
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(26)
+Response = lazy_response(26)
 
 
 @api(26, (0, 5))

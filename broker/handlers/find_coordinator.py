@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(10)
+Response = lazy_response(10)
 Coordinator = Response.Coordinator
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 from storage.log_config import TOPIC_CONFIGS, format_config_value
 
-Response = response_class(44)
+Response = lazy_response(44)
 Result = Response.AlterConfigsResourceResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 

@@ -22,9 +22,9 @@ import structlog
 
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(22)
+Response = lazy_response(22)
 log = structlog.get_logger(__name__)
 
 NO_PRODUCER_ID = -1

@@ -21,9 +21,9 @@ from broker.handlers.registry import api
 from coordinator.group.group import JoinResult
 from coordinator.group.manager import JoinRequest
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(11)
+Response = lazy_response(11)
 Member = Response.JoinGroupResponseMember
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from broker.replica_manager import ISOLATION_READ_COMMITTED, LEADER_EPOCH, error_code_of, last_stable_offset
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(2)
+Response = lazy_response(2)
 TopicResp = Response.ListOffsetsTopicResponse
 PartResp = TopicResp.ListOffsetsPartitionResponse
 

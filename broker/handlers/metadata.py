@@ -14,9 +14,9 @@ import uuid
 from broker.handlers.registry import api
 from broker.metadata import INTERNAL_TOPICS, TopicInfo, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(3)
+Response = lazy_response(3)
 Broker_ = Response.MetadataResponseBroker
 Topic = Response.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition

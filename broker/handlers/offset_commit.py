@@ -20,9 +20,9 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from coordinator.group.manager import CommitPartition
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(8)
+Response = lazy_response(8)
 TopicResp = Response.OffsetCommitResponseTopic
 PartResp = TopicResp.OffsetCommitResponsePartition
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from coordinator.group.manager import FetchedPartition
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(9)
+Response = lazy_response(9)
 OldTopic = Response.OffsetFetchResponseTopic
 OldPartition = OldTopic.OffsetFetchResponsePartition
 Group = Response.OffsetFetchResponseGroup

@@ -9,9 +9,9 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from broker.replica_manager import LEADER_EPOCH, error_code_of
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(23)
+Response = lazy_response(23)
 TopicResult = Response.OffsetForLeaderTopicResult
 EpochEnd = TopicResult.EpochEndOffset
 

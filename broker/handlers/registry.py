@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocol.messages import request_class, response_class
+from protocol.messages import API_MODULES, request_class, response_class
 
 if TYPE_CHECKING:
     from broker.context import RequestContext
@@ -28,8 +28,14 @@ class ApiSpec:
     # while rejecting v0-2 (the connection is closed, as parseRequestHeader does).
     advertised_min: int
     decode: Callable[[bytes | memoryview, int], Any] | None
-    request_cls: Any
-    response_cls: Any
+
+    @property
+    def request_cls(self) -> Any:
+        return request_class(self.key)
+
+    @property
+    def response_cls(self) -> Any:
+        return response_class(self.key)
 
     def accepts(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -50,6 +56,8 @@ def api(
     def register(handler: Handler) -> Handler:
         if key in HANDLERS:
             raise RuntimeError(f"API key {key} registered twice")
+        if key not in API_MODULES:
+            raise RuntimeError(f"API key {key} has no message classes (protocol.messages.API_MODULES)")
         HANDLERS[key] = ApiSpec(
             key,
             versions[0],
@@ -57,8 +65,6 @@ def api(
             handler,
             versions[0] if advertised_min is None else advertised_min,
             decode,
-            request_class(key),
-            response_class(key),
         )
         return handler
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from coordinator.group.group import SyncResult
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(14)
+Response = lazy_response(14)
 
 
 def build(r: SyncResult):

@@ -24,9 +24,9 @@ from broker.handlers.registry import api
 from coordinator.group.manager import CommitPartition
 from coordinator.txn.group_offsets import add_offsets_partition, commit_transactional_offsets
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(28)
+Response = lazy_response(28)
 TopicResp = Response.TxnOffsetCommitResponseTopic
 PartResp = TopicResp.TxnOffsetCommitResponsePartition
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from broker.txn_markers import write_txn_marker
-from protocol.messages import response_class
+from protocol.messages import lazy_response
 
-Response = response_class(27)
+Response = lazy_response(27)
 MarkerResult = Response.WritableTxnMarkerResult
 TopicResult = MarkerResult.WritableTxnMarkerTopicResult
 PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
