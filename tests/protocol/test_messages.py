@@ -25,7 +25,7 @@ def _scan() -> dict[int, tuple[str, str]]:
 
 
 def test_api_modules_table_matches_kafka_python() -> None:
-    assert messages.API_MODULES == _scan()
+    assert _scan() == messages.API_MODULES
 
 
 def test_classes_resolve_by_key() -> None:
