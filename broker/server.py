@@ -25,6 +25,7 @@ log = structlog.get_logger(__name__)
 
 MAX_QUEUED_FRAMES = 64
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
+MAX_COALESCED_BUFFERS = 256  # answers of one pump pass written together (writev), at most this many buffers
 _ids = itertools.count(1)
 
 
@@ -90,25 +91,37 @@ class Connection(asyncio.Protocol):
     # --- the request pipeline -----------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Answer queued requests in order until one needs to wait."""
+        """Answer queued requests in order until one needs to wait.
+
+        The answers to the requests of one pass go out in one write: a pipelining client (a
+        producer with several requests in flight) gets one wake-up and the kernel one send
+        instead of one per request.
+        """
+        out: list = []
         while self.pending and self.task is None and not self.writing_paused and not self.closed:
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
             try:
                 result = self.dispatcher.handle(frame, self.peer, self.local_host, self.id, self.listener)
             except CloseConnection as e:
+                self._flush(out)
                 self._close(str(e))
                 return
             except Exception:
                 log.exception("request failed; closing connection", connection=self.id, peer=self.peer)
+                self._flush(out)
                 self._close("internal error")
                 return
-            if isinstance(result, Encoded) or result is None:
-                self._write(result)
-            else:
+            if isinstance(result, Encoded):
+                out += result.buffers
+                if len(out) > MAX_COALESCED_BUFFERS:
+                    self._flush(out)
+                    out = []
+            elif result is not None:
                 self.task = asyncio.ensure_future(result)
                 self.task.add_done_callback(self._async_done)
                 self.broker.inflight.add(self.task)
+        self._flush(out)
         if self.reading_paused and not self.closed and len(self.pending) < MAX_QUEUED_FRAMES // 2 \
                 and self.pending_bytes < MAX_QUEUED_BYTES // 2:
             self.reading_paused = False
@@ -135,6 +148,10 @@ class Connection(asyncio.Protocol):
         if result is None or self.closed:
             return
         self.transport.writelines(result.buffers)
+
+    def _flush(self, buffers: list) -> None:
+        if buffers and not self.closed:
+            self.transport.writelines(buffers)
 
     def _close(self, reason: str) -> None:
         if self.closed:
