@@ -285,6 +285,7 @@ class BrokerMetrics:
         self.add_collector(lambda: partition_metrics(broker))
         self.add_collector(lambda: transaction_metrics(broker.txn_coordinator))
         self.add_collector(lambda: group_metrics(broker.group_coordinator))
+        self.add_collector(lambda: cleaner_metrics(getattr(broker, "log_cleaner", None)))
 
 
 def _version() -> str:
@@ -474,6 +475,31 @@ def group_metrics(gc: Any) -> list[Metric]:
         fam = GaugeMetricFamily(prefix + "numoffsets", "Committed offsets held by the coordinator")
         fam.add_metric([], n)
         out.append(fam)
+    return out
+
+
+def cleaner_metrics(cleaner: Any) -> list[Metric]:
+    """Kafka's LogCleaner / LogCleanerManager gauges, from the last cleaning (none before one)."""
+    if cleaner is None:
+        return []
+    out: list[Metric] = []
+
+    def gauge(name: str, doc: str, value: float) -> None:
+        fam = GaugeMetricFamily(name, doc)
+        fam.add_metric([], value)
+        out.append(fam)
+
+    gauge("kafka_log_logcleanermanager_max_dirty_percent", "Dirty share of the dirtiest compacted log, percent",
+          round(100 * float(getattr(cleaner, "dirtiest_ratio", 0.0)), 3))
+    gauge("kafka_log_logcleaner_cleanings", "Log cleanings completed since start", getattr(cleaner, "cleanings", 0))
+    stats = getattr(cleaner, "last_stats", None)
+    if stats is not None:
+        gauge("kafka_log_logcleaner_max_buffer_utilization_percent",
+              "Offset map utilization of the last cleaning, percent", round(100 * stats.buffer_utilization, 3))
+        gauge("kafka_log_logcleaner_cleaner_recopy_percent", "Bytes written / bytes read by the last cleaning, percent",
+              round(100 * stats.bytes_written / stats.bytes_read, 3) if stats.bytes_read else 0.0)
+        gauge("kafka_log_logcleaner_max_clean_time_secs", "Duration of the last cleaning, seconds",
+              round(stats.elapsed, 3))
     return out
 
 

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.healthcheck import api_versions
-from broker.metrics import BrokerMetrics, count_records, group_metrics, transaction_metrics
+from broker.metrics import BrokerMetrics, cleaner_metrics, count_records, group_metrics, transaction_metrics
 from broker.metrics_http import render, start_metrics
 from protocol import records as rec
 from tests.broker_process import BrokerProcess, free_port
@@ -134,6 +134,7 @@ def test_counters_and_offsets_follow_a_produce_consume_workload(metrics_broker: 
     assert total(s, "kafka_server_socketservermetrics_connection_count") >= 0
     assert total(s, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
     assert total(s, "kafka_coordinator_group_groupmetadatamanager_numoffsets") >= 1
+    assert total(s, "kafka_coordinator_group_groupmetadatamanager_rebalances_total") >= 1  # the consumer's join
     assert total(s, "kafka_server_app_info") == 1
 
 
@@ -320,6 +321,19 @@ def test_group_collector_counts_groups_by_state() -> None:
     assert fams[p + "numgroups"] == 3 and fams[p + "numgroupsstable"] == 2 and fams[p + "numgroupsempty"] == 1
     assert fams[p + "numgroupspreparingrebalance"] == 0 and fams[p + "numoffsets"] == 3
     assert group_metrics(None) == []
+
+
+def test_cleaner_collector_reports_the_last_cleaning() -> None:
+    assert cleaner_metrics(None) == []
+    idle = {f.name: f.samples[0].value for f in cleaner_metrics(SimpleNamespace(dirtiest_ratio=0.5, cleanings=0,
+                                                                                  last_stats=None))}
+    assert idle == {"kafka_log_logcleanermanager_max_dirty_percent": 50.0, "kafka_log_logcleaner_cleanings": 0}
+    stats = SimpleNamespace(buffer_utilization=0.25, bytes_read=1000, bytes_written=400, elapsed=1.5)
+    fams = {f.name: f.samples[0].value for f in cleaner_metrics(SimpleNamespace(dirtiest_ratio=0.0, cleanings=2,
+                                                                                  last_stats=stats))}
+    assert fams["kafka_log_logcleaner_max_buffer_utilization_percent"] == 25.0
+    assert fams["kafka_log_logcleaner_cleaner_recopy_percent"] == 40.0
+    assert fams["kafka_log_logcleaner_max_clean_time_secs"] == 1.5 and fams["kafka_log_logcleaner_cleanings"] == 2
 
 
 def test_push_api_for_coordinators() -> None:

@@ -100,8 +100,10 @@ class GroupCoordinator:
         self.segment_bytes = int(cfg.get("offsets.topic.segment.bytes"))
         self.retention_check_interval_ms = int(cfg.get("offsets.retention.check.interval.ms"))
         self.timer = AsyncioTimer(asyncio.get_running_loop())
+        metrics = getattr(broker, "metrics", None)
         self.manager = GroupMetadataManager(GroupConfig.from_broker(cfg.get), self.timer, self._write,
-                                            partition_for=self.partition_for)
+                                            partition_for=self.partition_for,
+                                            on_rebalanced=metrics.group_rebalanced if metrics is not None else None)
         self.active = False
         self._tasks: list[asyncio.Task] = []
 

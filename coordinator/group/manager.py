@@ -176,12 +176,14 @@ class GroupMetadataManager:
         writer: Writer,
         time_ms: Callable[[], int] = _wall_ms,
         partition_for: Callable[[str], int] | None = None,
+        on_rebalanced: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.timer = timer
         self.writer = writer
         self.time_ms = time_ms
         self.partition_for = partition_for  # group -> __consumer_offsets partition (markers)
+        self.on_rebalanced = on_rebalanced  # a group completed a rebalance: a new generation with members
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
 
@@ -480,6 +482,8 @@ class GroupMetadataManager:
             return
         log.info("stabilized group", group=gid, generation=group.generation_id, members=group.num_members,
                  protocol=group.protocol_name)
+        if self.on_rebalanced is not None:
+            self.on_rebalanced(gid)
         for member in list(group.members.values()):
             is_leader = group.is_leader(member.member_id)
             group.complete_join(member, JoinResult(

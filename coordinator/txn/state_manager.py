@@ -7,6 +7,9 @@
   TransactionLogValue record, appended, then fsynced before the transition is applied: Kafka
   writes this topic with acks=-1, so an answered request survives a crash. The fsyncs run in a
   worker thread, so the event loop keeps serving, and concurrent writes share one fsync.
+  CompleteCommit/CompleteAbort answer no one and are not waited for: a crash that loses one
+  reloads PrepareCommit/PrepareAbort and the markers are written again, as after a coordinator
+  failover in Kafka; the id's next durable write (same partition, earlier offset) covers it.
 - Value version: ``transaction.version`` (our broker property, Kafka's finalized feature) 0
   writes TransactionLogValue v0, 1 and 2 write v1 (flexible, with the previous/next producer
   ids and the client's transaction version as tagged fields); loading reads both.
@@ -215,15 +218,20 @@ class TransactionStateManager:
             s = self._syncers[partition] = _Syncer(plog)
         return s
 
-    async def write_records(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        """Append one batch to ``__transaction_state-partition`` and wait until it is fsynced."""
+    async def write_records(
+        self, partition: int, records: list[tuple[bytes, bytes | None]], *, durable: bool = True
+    ) -> ErrorCode:
+        """Append one batch to ``__transaction_state-partition`` and, when ``durable``, wait
+        until it is fsynced (otherwise the next durable write of the partition, or the log's
+        flush settings, make it so)."""
         rm = self.broker.replica_manager
         batch = batches.build_batch(records, timestamp=_now_ms())
         try:
             plog = rm.partition_log(TRANSACTION_STATE_TOPIC, partition)
             syncer = self._syncer(partition, plog)
             rm.append_internal(TRANSACTION_STATE_TOPIC, partition, batch)
-            await syncer.sync(plog.log_end_offset)
+            if durable:
+                await syncer.sync(plog.log_end_offset)
         except KafkaError as e:
             return map_append_error(e.code)
         except Exception:  # noqa: BLE001 - a storage failure is a coordinator error, never a crash
@@ -237,15 +245,18 @@ class TransactionStateManager:
         coordinator_epoch: int,
         transit: TxnTransitMetadata,
         retry_on_error: Callable[[ErrorCode], bool] = lambda _code: False,
+        *,
+        durable: bool = True,
     ) -> ErrorCode:
-        """Write a prepared transition durably, then apply it (or drop the pending state).
+        """Write a prepared transition (fsynced unless not ``durable``), then apply it (or drop
+        the pending state).
 
         Returns the error the request must answer; NONE means the metadata now holds ``transit``.
         """
         partition = self.partition_for(transactional_id)
         key = txnrec.encode_key(transactional_id)
         value = txnrec.encode_value(transit, self.transaction_version)
-        error = await self.write_records(partition, [(key, value)])
+        error = await self.write_records(partition, [(key, value)], durable=durable)
         if error != ErrorCode.NONE:
             log.debug("transaction log append failed", transactional_id=transactional_id, error=error.name)
         code, found = self.get_transaction_state(transactional_id)
