@@ -1,7 +1,8 @@
 """Side-by-side benchmark: Apache Kafka (the reference, tests/support/kafka_reference.py) and our broker,
 on this machine, in the same run, measured with Kafka's own tools.
 
-    python bench/kafka_compare.py                       # small defaults, a few minutes
+    python bench/kafka_compare.py                       # about 10 minutes on 2 CPUs
+    python bench/kafka_compare.py --records 50000 --txn-records 2000   # a quick look
     python bench/kafka_compare.py --runs 5 --records 500000 --record-size 1024 --partitions 3
     python bench/kafka_compare.py --json results.json   # also write every raw figure
 
@@ -359,12 +360,13 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs per load figure (median)")
     ap.add_argument("--warmup-rounds", type=int, default=1,
                     help="untimed rounds per broker first (the JVM's JIT, page cache, Python's caches)")
-    ap.add_argument("--records", type=int, default=50_000, help="records per produce/consume run")
+    # Runs of a few seconds at least: shorter ones measure the tools' JVM start and JIT, not the brokers.
+    ap.add_argument("--records", type=int, default=300_000, help="records per produce/consume run")
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--txn-duration-ms", type=int, default=100, help="transaction length of the transactional run")
-    ap.add_argument("--txn-records", type=int, default=2000, help="records of the transactions/s run")
-    ap.add_argument("--e2e-records", type=int, default=2000)
+    ap.add_argument("--txn-records", type=int, default=20_000, help="records of the transactions/s run")
+    ap.add_argument("--e2e-records", type=int, default=5000)
     ap.add_argument("--e2e-record-size", type=int, default=100)
     ap.add_argument("--startup-runs", type=int, default=3)
     ap.add_argument("--kafka-heap", default="512m", help="Kafka's -Xms/-Xmx (KafkaReference's default)")

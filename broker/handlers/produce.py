@@ -19,7 +19,12 @@ from __future__ import annotations
 from broker.context import NO_RESPONSE, RawResponse
 from broker.handlers.registry import api
 from broker.replica_manager import ProduceResult
-from coordinator.txn.verification import SupportedOperation, add_partitions, produce_error
+from coordinator.txn.verification import (
+    SupportedOperation,
+    add_partitions,
+    not_yet_in_transaction,
+    produce_error,
+)
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
 from protocol.produce_codec import (
@@ -114,5 +119,8 @@ def handle(ctx, req):
             ErrorCode.INVALID_PRODUCER_ID_MAPPING,
             error_message="Transactional records contained more than one producer ID"))
     if ctx.api_version > 11 and targets and ctx.broker.txn_coordinator is not None:
-        return _add_then_respond(ctx, req, next(iter(producers)), targets)
+        producer = next(iter(producers))
+        targets = not_yet_in_transaction(targets, *producer)
+        if targets:  # the transaction's first batch to some partition: the coordinator adds it first
+            return _add_then_respond(ctx, req, producer, targets)
     return _respond(ctx, req)

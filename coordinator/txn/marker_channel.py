@@ -174,7 +174,6 @@ class TransactionMarkerManager:
             error = await self.state_manager.append_transaction_to_log(
                 metadata.transactional_id, coordinator_epoch, complete,
                 retry_on_error=lambda code: code == ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                durable=False,  # a lost completion is redone from the durable Prepare* state
             )
             if error == ErrorCode.NONE:
                 state = complete.txn_state.state_name

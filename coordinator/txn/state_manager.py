@@ -4,12 +4,11 @@
   transaction.state.log.num.partitions`` (default 50). The topic is compacted, uncompressed,
   and created on first use (FindCoordinator or InitProducerId), as Kafka creates it.
 - Writes (``append_transaction_to_log``): one uncompressed batch holding the TransactionLogKey /
-  TransactionLogValue record, appended, then fsynced before the transition is applied: Kafka
-  writes this topic with acks=-1, so an answered request survives a crash. The fsyncs run in a
-  worker thread, so the event loop keeps serving, and concurrent writes share one fsync.
-  CompleteCommit/CompleteAbort answer no one and are not waited for: a crash that loses one
-  reloads PrepareCommit/PrepareAbort and the markers are written again, as after a coordinator
-  failover in Kafka; the id's next durable write (same partition, earlier offset) covers it.
+  TransactionLogValue record, appended before the transition is applied and the request is
+  answered. Kafka writes this topic with acks=-1, which on one node means the local log (the page
+  cache): a kill -9 loses nothing, and fsync follows the topic's ``flush.messages`` /
+  ``log.flush.*`` settings like every other log (set ``flush.messages=1`` on the topic to fsync
+  each transition; the write then waits for it).
 - Value version: ``transaction.version`` (our broker property, Kafka's finalized feature) 0
   writes TransactionLogValue v0, 1 and 2 write v1 (flexible, with the previous/next producer
   ids and the client's transaction version as tagged fields); loading reads both.
@@ -21,8 +20,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -43,7 +40,6 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from broker.broker import Broker
-    from storage.log import PartitionLog
 
 log = structlog.get_logger(__name__)
 
@@ -84,46 +80,6 @@ def map_append_error(code: ErrorCode) -> ErrorCode:
     return code
 
 
-def _fsync_paths(paths: list[str]) -> None:
-    """fsync through a fresh descriptor: it flushes the file's dirty pages whoever wrote them."""
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-class _Syncer:
-    """Makes one partition's appends durable, sharing each fsync among concurrent writers."""
-
-    def __init__(self, plog: PartitionLog) -> None:
-        self.plog = plog
-        self.durable = plog.recovery_point  # everything below it is already on disk
-        self._task: asyncio.Task | None = None
-
-    async def sync(self, end_offset: int) -> None:
-        while self.durable < end_offset:
-            if self._task is None or self._task.done():
-                self._task = asyncio.create_task(self._flush())
-            await asyncio.shield(self._task)
-
-    async def _flush(self) -> None:
-        plog = self.plog
-        target = plog.log_end_offset
-        paths = []
-        for seg in reversed(plog.segments):  # the segments that may hold offsets >= durable
-            paths.append(seg.log_path)
-            if seg.base_offset <= self.durable:
-                break
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, _fsync_paths, paths)
-        except OSError:
-            log.exception("fsync of __transaction_state failed; flushing on the loop", partition=plog.partition)
-            plog.flush()
-        self.durable = max(self.durable, target)
-
-
 class TransactionStateManager:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -139,7 +95,6 @@ class TransactionStateManager:
         self.cache: dict[int, dict[str, TransactionMetadata]] = {}
         self.coordinator_epochs: dict[int, int] = {}
         self.loading: set[int] = set()
-        self._syncers: dict[int, _Syncer] = {}
         self.shutting_down = False
 
     # --- placement and the topic --------------------------------------------------------------
@@ -212,26 +167,13 @@ class TransactionStateManager:
 
     # --- writes -------------------------------------------------------------------------------
 
-    def _syncer(self, partition: int, plog: PartitionLog) -> _Syncer:
-        s = self._syncers.get(partition)
-        if s is None or s.plog is not plog:
-            s = self._syncers[partition] = _Syncer(plog)
-        return s
-
-    async def write_records(
-        self, partition: int, records: list[tuple[bytes, bytes | None]], *, durable: bool = True
-    ) -> ErrorCode:
-        """Append one batch to ``__transaction_state-partition`` and, when ``durable``, wait
-        until it is fsynced (otherwise the next durable write of the partition, or the log's
-        flush settings, make it so)."""
+    async def write_records(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append one batch to ``__transaction_state-partition`` (the log flushes it per its
+        flush settings, synchronously when ``flush.messages`` is 1)."""
         rm = self.broker.replica_manager
         batch = batches.build_batch(records, timestamp=_now_ms())
         try:
-            plog = rm.partition_log(TRANSACTION_STATE_TOPIC, partition)
-            syncer = self._syncer(partition, plog)
             rm.append_internal(TRANSACTION_STATE_TOPIC, partition, batch)
-            if durable:
-                await syncer.sync(plog.log_end_offset)
         except KafkaError as e:
             return map_append_error(e.code)
         except Exception:  # noqa: BLE001 - a storage failure is a coordinator error, never a crash
@@ -245,18 +187,15 @@ class TransactionStateManager:
         coordinator_epoch: int,
         transit: TxnTransitMetadata,
         retry_on_error: Callable[[ErrorCode], bool] = lambda _code: False,
-        *,
-        durable: bool = True,
     ) -> ErrorCode:
-        """Write a prepared transition (fsynced unless not ``durable``), then apply it (or drop
-        the pending state).
+        """Write a prepared transition, then apply it (or drop the pending state).
 
         Returns the error the request must answer; NONE means the metadata now holds ``transit``.
         """
         partition = self.partition_for(transactional_id)
         key = txnrec.encode_key(transactional_id)
         value = txnrec.encode_value(transit, self.transaction_version)
-        error = await self.write_records(partition, [(key, value)], durable=durable)
+        error = await self.write_records(partition, [(key, value)])
         if error != ErrorCode.NONE:
             log.debug("transaction log append failed", transactional_id=transactional_id, error=error.name)
         code, found = self.get_transaction_state(transactional_id)

@@ -111,6 +111,17 @@ def _manager_error(code: ErrorCode, operation: SupportedOperation) -> ErrorCode:
     return code
 
 
+def not_yet_in_transaction(
+    targets: dict[tuple[str, int], tuple[PartitionLog, int]], producer_id: int, producer_epoch: int,
+) -> dict[tuple[str, int], tuple[PartitionLog, int]]:
+    """The ``targets`` where this producer has no open transaction yet: only those need the
+    coordinator (the first Produce of a transaction to a partition); the rest append at once."""
+    return {
+        tp: target for tp, target in targets.items()
+        if not ProducerStateLogListener.of(target[0]).manager.has_ongoing_transaction(producer_id, producer_epoch)
+    }
+
+
 async def add_partitions(
     broker: Broker, transactional_id: str | None, producer_id: int, producer_epoch: int,
     targets: dict[tuple[str, int], tuple[PartitionLog, int]], retry_concurrent: bool,
