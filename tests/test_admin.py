@@ -157,3 +157,50 @@ def test_kafka_python_alter_configs_and_log_dirs(broker, topic_name):
         assert topic_name in repr(dirs), dirs
     finally:
         admin.close()
+
+
+def test_acl_apis_report_security_disabled(broker, topic_name):
+    """No authorizer, as in a default Kafka: the ACL admin calls fail with SECURITY_DISABLED (librdkafka
+    reports DescribeAcls' top-level error as an empty list; kafka-python raises it)."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+    )
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KpResourceType
+    from kafka.errors import SecurityDisabledError
+
+    admin = _admin(broker)
+    binding = AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    acl_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    assert admin.describe_acls(acl_filter).result(15) == []
+    for call in (lambda: admin.create_acls([binding])[binding].result(15),
+                 lambda: admin.delete_acls([acl_filter])[acl_filter].result(15)):
+        try:
+            call()
+            raise AssertionError("an ACL call succeeded without an authorizer")
+        except KafkaException as e:
+            assert e.args[0].code() == KafkaError.SECURITY_DISABLED, e
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        kp.describe_acls(ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                                   permission_type=ACLPermissionType.ANY,
+                                   resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None,
+                                                                          ACLResourcePatternType.ANY)))
+        raise AssertionError("describe_acls succeeded without an authorizer")
+    except SecurityDisabledError as e:
+        assert "No Authorizer is configured" in str(e)
+    finally:
+        kp.close()

@@ -20,17 +20,12 @@ NOT_IMPLEMENTED = {
     17: "no SASL: the broker serves PLAINTEXT listeners only",
     36: "no SASL",
     38: "delegation tokens need SASL", 39: "delegation tokens", 40: "delegation tokens", 41: "delegation tokens",
-    29: "no authorizer (ACLs)", 30: "no authorizer (ACLs)", 31: "no authorizer (ACLs)",
     48: "no client quotas", 49: "no client quotas",
     50: "no SCRAM credentials (no SASL)", 51: "no SCRAM credentials (no SASL)",
     55: "no KRaft quorum: one process is broker and controller", 57: "finalized features are fixed",
     64: "no KRaft broker registration", 80: "no KRaft voters", 81: "no KRaft voters",
     34: "one log dir, no intra-broker moves", 43: "single replica: nothing to elect",
     45: "single node: no reassignment", 46: "single node: no reassignment",
-    33: "legacy AlterConfigs; IncrementalAlterConfigs is implemented",
-    35: "DescribeLogDirs not implemented",
-    21: "DeleteRecords not implemented",
-    27: "inter-broker API: the coordinator writes markers in-process",
     68: "KIP-848 consumer groups: classic protocol only", 69: "KIP-848 consumer groups",
     74: "client-metrics config resources (KIP-714) not implemented",
     75: "DescribeTopicPartitions (KIP-966); clients fall back to Metadata",
@@ -39,9 +34,8 @@ NOT_IMPLEMENTED = {
     90: "share groups", 91: "share groups", 92: "share groups",
     88: "streams groups (KIP-1071)", 89: "streams groups (KIP-1071)",
 }
-# Being built right now (idempotent producer, transactions, transaction admin); once they land they
-# are checked against Kafka's ranges by test_client_critical_range.
-PENDING = {22, 24, 25, 26, 28, 61, 65, 66}
+# APIs still being built (none right now); once they land they are checked against Kafka's ranges.
+PENDING: set[int] = set()
 
 # The APIs the stock clients (Java, librdkafka, kafka-python, aiokafka, franz-go) negotiate.
 CLIENT_CRITICAL = [0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 23, 24, 25, 26, 28, 32, 37,
