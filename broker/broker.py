@@ -19,6 +19,7 @@ import structlog
 
 from broker.config import BrokerConfig
 from broker.controller import Controller
+from broker.fetch_sessions import FetchSessionCache
 from broker.metadata import MetadataStore
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
@@ -47,6 +48,9 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.metadata = MetadataStore(config.log_dirs[0])
         self.controller = Controller(self)
+        # KIP-227 sessions; Kafka's eviction time is a constant (MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)
+        self.fetch_sessions = FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")),
+                                                eviction_ms=120_000)
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator = None
         self.txn_coordinator = None

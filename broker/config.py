@@ -91,6 +91,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("compression.type", "string", "producer"),
     ("message.max.bytes", "int", 1048588),
     ("socket.request.max.bytes", "int", 104857600),
+    ("max.incremental.fetch.session.cache.slots", "int", 1000),
     ("socket.send.buffer.bytes", "int", 102400),
     ("socket.receive.buffer.bytes", "int", 102400),
     ("queued.max.requests", "int", 500),

@@ -286,6 +286,7 @@ class BrokerMetrics:
         self.add_collector(lambda: transaction_metrics(broker.txn_coordinator))
         self.add_collector(lambda: group_metrics(broker.group_coordinator))
         self.add_collector(lambda: cleaner_metrics(getattr(broker, "log_cleaner", None)))
+        self.add_collector(lambda: fetch_session_metrics(getattr(broker, "fetch_sessions", None)))
 
 
 def _version() -> str:
@@ -476,6 +477,19 @@ def group_metrics(gc: Any) -> list[Metric]:
         fam.add_metric([], n)
         out.append(fam)
     return out
+
+
+def fetch_session_metrics(cache: Any) -> list[Metric]:
+    """Kafka's FetchSessionCache gauges (KIP-227 incremental fetch sessions)."""
+    if cache is None:
+        return []
+    sessions = GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                                 "Incremental fetch sessions cached")
+    sessions.add_metric([], len(cache))
+    partitions = GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                                   "Partitions in all cached fetch sessions")
+    partitions.add_metric([], cache.total_partitions())
+    return [sessions, partitions]
 
 
 def cleaner_metrics(cleaner: Any) -> list[Metric]:

@@ -381,3 +381,31 @@ async def test_metrics_server_starts_only_with_a_port_and_closes_on_shutdown() -
         await hook(on)
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", on.metrics_port)
+
+
+def test_kafka_python_consumer_uses_an_incremental_fetch_session(metrics_broker: BrokerProcess) -> None:
+    """kafka-python fetches through a KIP-227 session: the cache gauge sees it, every record arrives."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = f"fs-{uuid.uuid4().hex[:8]}"
+    create_topic(metrics_broker, NewTopic(topic, 3, 1))
+    producer = KafkaProducer(bootstrap_servers=metrics_broker.bootstrap)
+    for i in range(300):
+        producer.send(topic, str(i).encode(), partition=i % 3)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=metrics_broker.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=15000, fetch_max_wait_ms=100)
+    try:
+        got = set()
+        deadline = time.monotonic() + 30
+        for m in consumer:
+            got.add(m.value)
+            if len(got) == 300 or time.monotonic() > deadline:
+                break
+        assert got == {str(i).encode() for i in range(300)}
+        s = scrape(metrics_broker.metrics_port)
+        assert total(s, "kafka_server_fetchsessioncache_numincrementalfetchsessions") >= 1
+        assert total(s, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached") >= 3
+    finally:
+        consumer.close()

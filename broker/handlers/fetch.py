@@ -5,16 +5,17 @@ with the aborted transactions overlapping the returned range). The response is b
 ``max_bytes`` and each partition by ``partition_max_bytes``, except that the first partition
 with data returns at least one whole batch, however large, so a consumer never stalls. When
 less than ``min_bytes`` is available the request parks until an append to one of its
-partitions or ``max_wait_ms``. Fetch sessions (KIP-227) are not kept: every response is a
-full one with session id 0, which clients accept by sending full requests.
+partitions or ``max_wait_ms``. v7+ fetches may use incremental fetch sessions (KIP-227,
+``broker.fetch_sessions``): which partitions are read and which are answered then comes from
+the session.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 
 from broker.context import RawResponse
+from broker.fetch_sessions import FetchContext, PartitionFetch
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
 from protocol.fetch_codec import (
@@ -25,63 +26,90 @@ from protocol.fetch_codec import (
 )
 
 
-class _Plan:
-    """The request's partitions resolved to names once; read again after each wake-up."""
-
-    __slots__ = ("topics", "unknown_ids", "keys")
-
-    def __init__(self, broker, req, version: int) -> None:
-        self.topics: list[tuple[str | None, uuid.UUID | None, list]] = []
-        self.keys: list[tuple[str, int]] = []
-        for t in req.topics:
-            if version >= 13:
-                info = broker.metadata.by_id.get(t.topic_id)
-                name = info.name if info is not None else None
-                self.topics.append((name, t.topic_id, t.partitions))
-            else:
-                self.topics.append((t.name, None, t.partitions))
-                name = t.name
-            if name is not None:
-                self.keys.extend((name, p.partition) for p in t.partitions)
+def _requested(broker, req, version: int) -> tuple[list[PartitionFetch], list[tuple]]:
+    """The request's partitions (names resolved from ids at v13+) and those it forgets."""
+    by_id = broker.metadata.by_id
+    fetch: list[PartitionFetch] = []
+    for t in req.topics:
+        if version >= 13:
+            info = by_id.get(t.topic_id)
+            name, topic_id = (info.name if info is not None else None), t.topic_id
+        else:
+            name, topic_id = t.name, None
+        fetch.extend(PartitionFetch(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                    p.current_leader_epoch) for p in t.partitions)
+    forget = [(t.name, t.topic_id, partition) for t in req.forgotten_topics for partition in t.partitions]
+    return fetch, forget
 
 
-def _read_all(broker, plan: _Plan, req, version: int) -> tuple[list, int, bool]:
+def _resolve(broker, fetches: list[PartitionFetch]) -> None:
+    """Session partitions named by id: the name as of now (None once the topic is gone)."""
+    by_id = broker.metadata.by_id
+    for f in fetches:
+        if f.topic_id is not None:
+            info = by_id.get(f.topic_id)
+            f.topic = info.name if info is not None else None
+
+
+def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPartitionResponse], int, bool]:
     rm = broker.replica_manager
     remaining = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     errors = False
     isolation = req.isolation_level
     out = []
-    for name, topic_id, partitions in plan.topics:
-        parts = []
-        for p in partitions:
-            if name is None:
-                parts.append(FetchPartitionResponse(p.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[]))
-                errors = True
-                continue
-            limit = min(p.partition_max_bytes, remaining)
-            r = rm.read(name, p.partition, p.fetch_offset, limit, isolation, total == 0, p.current_leader_epoch)
-            size = len(r.records) if r.records else 0
-            total += size
-            remaining = max(remaining - size, 0)
-            if r.error:
-                errors = True
-            parts.append(FetchPartitionResponse(
-                p.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
-                r.aborted, -1, r.records if r.records is not None else b"",
-            ))
-        out.append(FetchTopicResponse(name, topic_id, parts))
+    for f in fetches:
+        if f.topic is None:
+            out.append(FetchPartitionResponse(f.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[]))
+            errors = True
+            continue
+        r = rm.read(f.topic, f.partition, f.fetch_offset, min(f.max_bytes, remaining), isolation, total == 0,
+                    f.current_leader_epoch)
+        size = len(r.records) if r.records else 0
+        total += size
+        remaining = max(remaining - size, 0)
+        if r.error:
+            errors = True
+        out.append(FetchPartitionResponse(
+            f.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
+            r.aborted, -1, r.records if r.records is not None else b"",
+        ))
     return out, total, errors
 
 
-def _response(broker, version: int, topics: list) -> RawResponse:
-    """Encode the answer; bytes and records out are counted here, once per response."""
-    for t in topics:
-        if t.name is not None:
-            for p in t.partitions:
-                if p.records:
-                    broker.metrics.fetched(t.name, p.records)
-    encoded = encode_fetch_response(version, topics=topics, session_id=0)
+def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse]) -> RawResponse:
+    """Encode the answer (a session's picks for an incremental fetch, consecutive partitions of
+    one topic grouped); bytes and records out are counted here, once per response."""
+    sessions = broker.fetch_sessions
+    fetches = context.partitions
+    session_id = 0
+    if context.session is not None:
+        session_id = context.session.id
+        error, selected = sessions.select_incremental(context, [
+            (f, p.error_code, p.high_watermark, p.log_start_offset, bool(p.records))
+            for f, p in zip(fetches, parts, strict=True)])
+        if error:
+            return _encode(version, [], error, session_id)
+        fetches, parts = [fetches[i] for i in selected], [parts[i] for i in selected]
+    elif context.create_session:
+        session_id = sessions.maybe_create_session(context, [
+            (f, p.error_code, p.high_watermark, p.log_start_offset) for f, p in zip(fetches, parts, strict=True)
+        ], int(time.time() * 1000))
+    topics: list[FetchTopicResponse] = []
+    key = None
+    for f, p in zip(fetches, parts, strict=True):
+        if p.records and f.topic is not None:
+            broker.metrics.fetched(f.topic, p.records)
+        k = f.topic_id if version >= 13 else f.topic
+        if not topics or k != key:
+            topics.append(FetchTopicResponse(f.topic, f.topic_id, []))
+            key = k
+        topics[-1].partitions.append(p)
+    return _encode(version, topics, ErrorCode.NONE, session_id)
+
+
+def _encode(version: int, topics: list, error: ErrorCode, session_id: int) -> RawResponse:
+    encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id)
     return RawResponse(encoded.buffers, encoded.size)
 
 
@@ -89,26 +117,32 @@ def _response(broker, version: int, topics: list) -> RawResponse:
 def handle(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
-    plan = _Plan(broker, req, version)
-    topics, total, errors = _read_all(broker, plan, req, version)
-    if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not plan.keys:
-        return _response(broker, version, topics)
-    return _long_poll(ctx, req, plan, version)
+    fetch, forget = _requested(broker, req, version)
+    context = broker.fetch_sessions.new_context(version, req.session_id, req.session_epoch, fetch, forget,
+                                                int(time.time() * 1000))
+    if context.error:
+        return _encode(version, [], context.error, 0)
+    if context.session is not None:
+        _resolve(broker, context.partitions)
+    parts, total, errors = _read_all(broker, context.partitions, req)
+    keys = [(f.topic, f.partition) for f in context.partitions if f.topic is not None]
+    if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not keys:
+        return _response(broker, version, context, parts)
+    return _long_poll(ctx, req, context, keys, version)
 
 
-async def _long_poll(ctx, req, plan: _Plan, version: int):
+async def _long_poll(ctx, req, context: FetchContext, keys: list[tuple[str, int]], version: int):
     broker = ctx.broker
     deadline = time.monotonic() + req.max_wait_ms / 1000
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        await broker.replica_manager.wait_for_data(plan.keys, remaining)
-        topics, total, errors = _read_all(broker, plan, req, version)
+        await broker.replica_manager.wait_for_data(keys, remaining)
+        parts, total, errors = _read_all(broker, context.partitions, req)
         if errors or total >= req.min_bytes:
-            return _response(broker, version, topics)
+            return _response(broker, version, context, parts)
         if broker.stopping:
             break
-    topics, _, _ = _read_all(broker, plan, req, version)
-    return _response(broker, version, topics)
-
+    parts, _, _ = _read_all(broker, context.partitions, req)
+    return _response(broker, version, context, parts)
