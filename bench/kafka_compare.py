@@ -137,7 +137,7 @@ class KafkaBroker(Broker):
 class OurBroker(Broker):
     name = "ours"
 
-    def __init__(self, workdir: Path, log_level: str = "WARNING") -> None:
+    def __init__(self, workdir: Path, log_level: str = os.environ.get("BENCH_LOG_LEVEL", "WARNING")) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         port = free_port()
         self.bootstrap = f"127.0.0.1:{port}"
