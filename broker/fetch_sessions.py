@@ -42,16 +42,18 @@ class CachedPartition:
     __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "current_leader_epoch",
                  "high_watermark", "local_log_start_offset")
 
-    def __init__(self, topic: str | None, topic_id: uuid.UUID | None, partition: int, fetch_offset: int,
-                 max_bytes: int, current_leader_epoch: int) -> None:
-        self.topic = topic
-        self.topic_id = topic_id
-        self.partition = partition
-        self.fetch_offset = fetch_offset
-        self.max_bytes = max_bytes
-        self.current_leader_epoch = current_leader_epoch
+    def __init__(self, p: PartitionFetch) -> None:
+        self.topic, self.topic_id, self.partition = p.topic, p.topic_id, p.partition
+        self.update_request(p)
         self.high_watermark = -1
         self.local_log_start_offset = -1
+
+    def update_request(self, p: PartitionFetch) -> None:
+        self.fetch_offset, self.max_bytes, self.current_leader_epoch = p.fetch_offset, p.max_bytes, p.current_leader_epoch
+
+    def to_fetch(self) -> PartitionFetch:
+        return PartitionFetch(self.topic, self.topic_id, self.partition, self.fetch_offset, self.max_bytes,
+                              self.current_leader_epoch)
 
     def must_respond(self, error: int, high_watermark: int, log_start_offset: int, has_records: bool) -> bool:
         """maybeUpdateResponseData(updateResponseData=true): include the partition when it has
@@ -73,6 +75,10 @@ class CachedPartition:
 Key = tuple[object, int]  # (topic id, or the name for sessions without ids; partition)
 
 
+def _key(uses_topic_ids: bool, topic: str | None, topic_id: uuid.UUID | None, partition: int) -> Key:
+    return (topic_id if uses_topic_ids else topic, partition)
+
+
 @dataclass(slots=True, eq=False)
 class FetchSession:
     id: int
@@ -83,17 +89,16 @@ class FetchSession:
     epoch: int
 
     def key(self, topic: str | None, topic_id: uuid.UUID | None, partition: int) -> Key:
-        return (topic_id if self.uses_topic_ids else topic, partition)
+        return _key(self.uses_topic_ids, topic, topic_id, partition)
 
     def update(self, fetch: Iterable[PartitionFetch], forget: Iterable[tuple[str | None, uuid.UUID | None, int]]) -> None:
         for p in fetch:
-            cached = self.partitions.get(self.key(p.topic, p.topic_id, p.partition))
+            key = self.key(p.topic, p.topic_id, p.partition)
+            cached = self.partitions.get(key)
             if cached is None:
-                self.partitions[self.key(p.topic, p.topic_id, p.partition)] = CachedPartition(
-                    p.topic, p.topic_id, p.partition, p.fetch_offset, p.max_bytes, p.current_leader_epoch)
+                self.partitions[key] = CachedPartition(p)
             else:
-                cached.fetch_offset, cached.max_bytes = p.fetch_offset, p.max_bytes
-                cached.current_leader_epoch = p.current_leader_epoch
+                cached.update_request(p)
         for topic, topic_id, partition in forget:
             self.partitions.pop(self.key(topic, topic_id, partition), None)
 
@@ -158,8 +163,7 @@ class FetchSessionCache:
             return FetchContext(fetch)
         session.last_used_ms = now_ms
         session.epoch = next_epoch(session.epoch)
-        partitions = [PartitionFetch(c.topic, c.topic_id, c.partition, c.fetch_offset, c.max_bytes,
-                                     c.current_leader_epoch) for c in session.partitions.values()]
+        partitions = [c.to_fetch() for c in session.partitions.values()]
         return FetchContext(partitions, session=session, request_epoch=epoch, uses_topic_ids=uses_ids)
 
     # --- answering (updateAndGenerateResponseData) -------------------------------------------------
@@ -173,11 +177,9 @@ class FetchSessionCache:
             return INVALID_SESSION_ID
         partitions: dict[Key, CachedPartition] = {}
         for p, error, high_watermark, log_start in results:
-            cached = CachedPartition(p.topic, p.topic_id, p.partition, p.fetch_offset, p.max_bytes,
-                                     p.current_leader_epoch)
+            cached = partitions[_key(context.uses_topic_ids, p.topic, p.topic_id, p.partition)] = CachedPartition(p)
             cached.high_watermark = -1 if error else high_watermark
             cached.local_log_start_offset = log_start
-            partitions[(p.topic_id if context.uses_topic_ids else p.topic, p.partition)] = cached
         session_id = self._new_session_id()
         self.sessions[session_id] = FetchSession(session_id, context.uses_topic_ids, partitions, now_ms, now_ms,
                                                  next_epoch(INITIAL_EPOCH))

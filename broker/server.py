@@ -141,13 +141,10 @@ class Connection(asyncio.Protocol):
                       exc_info=(type(exc), exc, exc.__traceback__))
             self._close("internal error")
             return
-        self._write(task.result())
+        result = task.result()
+        if result is not None:
+            self._flush(result.buffers)
         self._pump()
-
-    def _write(self, result: Encoded | None) -> None:
-        if result is None or self.closed:
-            return
-        self.transport.writelines(result.buffers)
 
     def _flush(self, buffers: list) -> None:
         if buffers and not self.closed:
