@@ -14,6 +14,8 @@ alternate run by run so that machine noise hits both alike):
   100 ms); also the producer's p99 send latency of the plain run;
 - consume MB/s, read_committed, with ConsumerPerformance over the transactional run's topic
   (fetch.MB.sec: the time after the group join);
+- fetch loop MB/s and round trip (bench/raw_fetch.py): the same topic read with raw Fetch requests, one
+  at a time, 1 MiB each: the broker's read path without the Java consumer's CPU in the figure;
 - transactions/s: ProducerPerformance with --transaction-duration-ms 1, i.e. about one record per
   transaction; the number of transactions is counted exactly from the log (high watermark minus
   records: one commit marker per transaction on a one-partition topic);
@@ -47,6 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.raw_fetch import fetch_mb_per_s  # noqa: E402
 from tests.support.kafka_reference import (  # noqa: E402
     KafkaReference,
     free_port,
@@ -289,6 +292,12 @@ def one_round(ref: KafkaReference, b: Broker, run: int, a, figures: dict) -> Non
         raise RuntimeError(f"{b.name}: ConsumerPerformance read {c['records']} of {a.records}")
     figures["consume_read_committed_mb_s"].append(c["fetch_mb_per_s"])
     log(f"  {b.name} consume read_committed: {c['fetch_mb_per_s']:.1f} MB/s (fetch), {c['mb_per_s']:.1f} overall")
+    if a.partitions == 1:
+        f = fetch_mb_per_s(b.bootstrap, t, end_offsets(b.bootstrap, t, 1))
+        figures["raw_fetch_mb_s"].append(f["mb_per_s"])
+        figures["raw_fetch_rtt_ms"].append(f["rtt_p50_ms"])
+        log(f"  {b.name} raw Fetch loop: {f['mb_per_s']:.1f} MB/s, {f['fetches']} fetches, "
+            f"round trip p50 {f['rtt_p50_ms']:.3f} ms")
 
     t = f"perf-txrate-{tag}"
     create_topic(b.bootstrap, t, 1)
@@ -313,6 +322,8 @@ ROWS = [  # key, label, unit, target ratio text, higher is better
     ("produce_idempotent_mb_s", "produce, idempotent", "MB/s", ">= 1.0", True),
     ("produce_transactional_mb_s", "produce, transactional", "MB/s", ">= 1.0", True),
     ("consume_read_committed_mb_s", "consume, read_committed", "MB/s", ">= 1.0", True),
+    ("raw_fetch_mb_s", "fetch loop, read_committed", "MB/s", "", True),
+    ("raw_fetch_rtt_ms", "fetch round trip p50 (1 MiB)", "ms", "", False),
     ("transactions_per_s", "transactions (1 record each)", "txn/s", ">= 1.0", True),
     ("produce_plain_p99_ms", "produce p99 latency (plain)", "ms", "<= 1.0", False),
     ("e2e_p50_ms", "end-to-end latency p50", "ms", "", False),
