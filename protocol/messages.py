@@ -73,6 +73,12 @@ API_MODULES: dict[int, tuple[str, str]] = {
 }
 
 
+#: APIs whose classes come from Apache Kafka's newer JSON specs (protocol.newer_messages), because a
+#: stock client sends a version kafka-python's specs do not have yet. API_MODULES still names
+#: kafka-python's module for them (a test checks that table against kafka-python).
+NEWER: dict[int, str] = {18: "protocol.newer_messages"}
+
+
 def _register_unexecuted(package: str) -> None:
     """Put ``package`` in ``sys.modules`` without running its ``__init__.py``.
 
@@ -111,7 +117,7 @@ def _message_class(api_key: int, kind: str) -> Any:
         if entry is None:
             return None
         module_name, name = entry
-        module = importlib.import_module(f"kafka.protocol.{module_name}")
+        module = importlib.import_module(NEWER.get(api_key) or f"kafka.protocol.{module_name}")
         cls = _loaded[(api_key, kind)] = getattr(module, name + kind)
     return cls
 

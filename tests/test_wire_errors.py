@@ -53,7 +53,7 @@ def test_api_versions_unknown_version_gets_v0_error(broker):
         frame = c.recv_frame()
     corr, err, count = struct.unpack_from(">ihi", frame, 0)
     assert (corr, err, count) == (7, 35, 1)
-    assert struct.unpack_from(">hhh", frame, 10) == (18, 0, 4)
+    assert struct.unpack_from(">hhh", frame, 10) == (18, 0, 5)
 
 
 def test_api_versions_advertises_what_clients_need(broker):
@@ -64,7 +64,42 @@ def test_api_versions_advertises_what_clients_need(broker):
     assert ranges[1] == (4, 17)
     assert ranges[2][1] >= 10  # kafka-python infers broker >= 4.0 from ListOffsets v10
     assert ranges[3] == (0, 13)
-    assert ranges[18] == (0, 4)
+    assert ranges[18] == (0, 5)
+
+
+def _api_versions_v5(bootstrap: str, cluster_id: str | None, node_id: int):
+    """The v5 answer decoded at v5 (kafka-python's class reads any error answer as a v0 body, the
+    KIP-511 UNSUPPORTED_VERSION case; Kafka encodes the other errors at the request's version)."""
+    from kafka.protocol.api_message import ApiMessage
+
+    from protocol.newer_messages import ApiVersionsRequest as V5
+    from protocol.newer_messages import ApiVersionsResponse
+
+    req = V5[5](client_software_name="t", client_software_version="1", cluster_id=cluster_id, node_id=node_id)
+    req.with_header(correlation_id=1, client_id="t")
+    with RawClient(bootstrap) as c:
+        c.send_bytes(bytes(req.encode(version=5, header=True, framed=True)))
+        frame = c.recv_frame()
+    return ApiMessage.decode.__func__(ApiVersionsResponse, frame[4:], version=5)
+
+
+def test_api_versions_v5_checks_the_node_the_client_means(broker):
+    """KIP-1242 as Kafka 4.4's KafkaApis: both ids or neither, and a client aimed at another
+    cluster or node is told to rebootstrap."""
+    with RawClient(broker.bootstrap) as c:
+        cluster_id = c.send(MetadataRequest[12](topics=[], allow_auto_topic_creation=False), 12).cluster_id
+    anonymous = _api_versions_v5(broker.bootstrap, None, -1)
+    assert anonymous.error_code == 0 and {k.api_key for k in anonymous.api_keys} >= {0, 1, 3, 18}
+    assert anonymous.finalized_features_epoch >= 0
+    aimed = _api_versions_v5(broker.bootstrap, cluster_id, 1)
+    assert aimed.error_code == 0 and len(aimed.api_keys) == len(anonymous.api_keys)
+    for cid, node in ((cluster_id, -1), (None, 1)):
+        r = _api_versions_v5(broker.bootstrap, cid, node)
+        assert (r.error_code, r.api_keys) == (42, [])  # INVALID_REQUEST
+    for cid, node in (("another-cluster-id0000", 1), (cluster_id, 7)):
+        r = _api_versions_v5(broker.bootstrap, cid, node)
+        assert (r.error_code, r.api_keys) == (129, [])  # REBOOTSTRAP_REQUIRED
+    _still_serving(broker.bootstrap)
 
 
 @pytest.mark.parametrize("garbage", [

@@ -1,9 +1,15 @@
-"""ApiVersions (key 18), v0-4.
+"""ApiVersions (key 18), v0-5.
 
 Lists every registered API with the versions it is registered for, so what we advertise is
 what we implement. Any ApiVersions version is accepted: one we do not know is answered by the
 dispatcher with a v0 body and UNSUPPORTED_VERSION (KIP-511). v3+ checks the client software
 name and version against Kafka's pattern (INVALID_REQUEST otherwise).
+
+v5 (KIP-1242, Apache Kafka 4.4; the Java 4.4 client sends it first) carries the cluster id and
+node id the client believes it is talking to, both or neither (INVALID_REQUEST otherwise). A
+client whose metadata names another cluster or node gets REBOOTSTRAP_REQUIRED, so it re-reads
+its bootstrap servers instead of trusting stale metadata (Kafka 4.4's KafkaApis
+``clusterIdOrNodeIdIsInvalid``).
 
 Features (v3+), as Kafka's ApiVersionsResponse.createApiVersionsResponse builds them:
 
@@ -61,13 +67,26 @@ def finalized_features(config) -> list[tuple[str, int]]:
     return [f for f in features if f[1] > 0]
 
 
-@api(18, (0, 4))
+def _valid(req, version: int) -> bool:
+    """Kafka's ApiVersionsRequest.isValid."""
+    if version >= 5 and (req.cluster_id is None) != (req.node_id == -1):
+        return False
+    return version < 3 or bool(
+        _SOFTWARE.match(req.client_software_name or "") and _SOFTWARE.match(req.client_software_version or ""))
+
+
+def _other_node(broker, req, version: int) -> bool:
+    return version >= 5 and req.cluster_id is not None and (
+        req.cluster_id != broker.cluster_id or req.node_id != broker.node_id)
+
+
+@api(18, (0, 5))
 def handle(ctx, req):
     version = ctx.api_version
-    if version >= 3 and not (
-        _SOFTWARE.match(req.client_software_name or "") and _SOFTWARE.match(req.client_software_version or "")
-    ):
+    if not _valid(req, version):
         return Response(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
+    if _other_node(ctx.broker, req, version):
+        return Response(error_code=ErrorCode.REBOOTSTRAP_REQUIRED, api_keys=[], throttle_time_ms=0)
     keys = [Response.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions()]
     if version < 3:
         return Response(error_code=0, api_keys=keys, throttle_time_ms=0)
