@@ -61,7 +61,7 @@ def test_api_versions_advertises_what_clients_need(broker):
         resp = c.send(ApiVersionsRequest[0](), 0)
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert ranges[0][0] == 0  # Produce min 0 for old librdkafka (KAFKA-18659)
-    assert ranges[1] == (4, 17)
+    assert ranges[1] == (4, 18)
     assert ranges[2][1] >= 10  # kafka-python infers broker >= 4.0 from ListOffsets v10
     assert ranges[3] == (0, 13)
     assert ranges[18] == (0, 5)

@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-17 (v13+ name topics by id).
+"""Fetch (key 1), v4-18 (v13+ name topics by id; v18 only adds a follower tag).
 
 Reads whole batches up to the high watermark (read_uncommitted) or the LSO (read_committed,
 with the aborted transactions overlapping the returned range). The response is bounded by
@@ -113,7 +113,7 @@ def _encode(version: int, topics: list, error: ErrorCode, session_id: int) -> Ra
     return RawResponse(encoded.buffers, encoded.size)
 
 
-@api(1, (4, 17), decode=decode_fetch_request)
+@api(1, (4, 18), decode=decode_fetch_request)
 def handle(ctx, req):
     broker = ctx.broker
     version = ctx.api_version

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from kafka.protocol.consumer import FetchRequest
 
 from tests.differential.harness import build, normalise, record_batch, unique
@@ -89,9 +90,10 @@ def test_incremental_session_v12_by_name(pair):
     assert o == k
 
 
-def test_incremental_session_v16_by_topic_id(pair):
+@pytest.mark.parametrize("version", [16, 18])
+def test_incremental_session_by_topic_id(pair, version):
     name = pair.create_topic(unique("fs"), 3)
-    k, o = pair.run(_scenario(name, 16))
+    k, o = pair.run(_scenario(name, version))
     assert k[0]["session"] and k[2]["partitions"] == [(1, 0, 2, k[2]["partitions"][0][3])]
     assert o == k
 
