@@ -1,9 +1,11 @@
-"""ListOffsets (key 2), v1-10.
+"""ListOffsets (key 2), v1-11.
 
 Timestamps: -2 earliest (log start), -1 latest (the high watermark, or the LSO for
-read_committed), -3 the record with the largest timestamp (v7+), -4 earliest local (= earliest
-here, no tiered storage), -5 earliest pending upload (no tiered storage: -1), otherwise the
-first offset whose timestamp is >= the target, found through the ``.timeindex``.
+read_committed), -3 the record with the largest timestamp (v7+), -4 earliest local (v8+; =
+earliest here, no tiered storage), -5 latest tiered (v9+) and -6 earliest pending upload (v11+;
+both -1 without tiered storage), otherwise the first offset whose timestamp is >= the target,
+found through the ``.timeindex``. A negative timestamp the request's version does not define
+gets UNSUPPORTED_VERSION, as from Kafka.
 """
 
 from __future__ import annotations
@@ -17,11 +19,17 @@ Response = lazy_response(2)
 TopicResp = Response.ListOffsetsTopicResponse
 PartResp = TopicResp.ListOffsetsPartitionResponse
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED = -1, -2, -3, -4, -5, -6
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+# The first ListOffsets version that defines each special timestamp.
+DEFINED_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                 EARLIEST_PENDING_UPLOAD: 11}
 
 
-def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: int) -> tuple[int, int]:
+def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: int,
+           version: int) -> tuple[int, int]:
     plog = broker.replica_manager.partition_log(topic, partition)
+    if timestamp < 0 and DEFINED_SINCE.get(timestamp, version + 1) > version:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"timestamp {timestamp} at ListOffsets v{version}")
     if timestamp == LATEST:
         offset = last_stable_offset(plog) if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
         return -1, offset
@@ -32,8 +40,6 @@ def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: 
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp_and_offset()
         return found if found is not None else (-1, -1)
-    if timestamp < 0:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid timestamp {timestamp}")
     found = plog.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1
@@ -44,7 +50,7 @@ def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: 
     return ts, offset
 
 
-@api(2, (1, 10))
+@api(2, (1, 11))
 def handle(ctx, req):
     broker = ctx.broker
     isolation = getattr(req, "isolation_level", 0) if ctx.api_version >= 2 else 0
@@ -65,7 +71,7 @@ def handle(ctx, req):
                     raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
                 if epoch is not None and 0 <= epoch < LEADER_EPOCH:
                     raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
-                ts, offset = lookup(broker, t.name, p.partition_index, p.timestamp, isolation)
+                ts, offset = lookup(broker, t.name, p.partition_index, p.timestamp, isolation, ctx.api_version)
                 parts.append(PartResp(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset,
                                       leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
             except Exception as e:  # noqa: BLE001 - per-partition error code

@@ -245,7 +245,18 @@ def test_list_offsets(pair, seeded, when, isolation):
     assert o == k
 
 
-@pytest.mark.parametrize("version", [1, 2, 4, 7, 10])
+@pytest.mark.parametrize("version", [1, 6, 7, 8, 9, 10, 11])
+def test_list_offsets_special_timestamps(pair, seeded, version):
+    """-3 max timestamp (KIP-734, v7), -4 earliest local (KIP-405, v8), -5 latest tiered (KIP-1005,
+    v9), -6 earliest pending upload (KIP-1023, v11), at versions below and from where each is
+    defined, and -7 (no such timestamp); without tiered storage. Kafka answers UNSUPPORTED_VERSION
+    for a negative timestamp the request's version does not define."""
+    k, o = pair.run(lambda t: [t.list_offsets(seeded, p, ts, version=version) for p in (0, 1)
+                               for ts in (-3, -4, -5, -6, -7)])
+    assert o == k
+
+
+@pytest.mark.parametrize("version", [1, 2, 4, 7, 10, 11])
 def test_list_offsets_versions(pair, seeded, version):
     def scenario(t):
         return [t.list_offsets(seeded, 0, ts, version=version, isolation_level=1 if version >= 2 else 0)
