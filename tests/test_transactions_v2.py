@@ -159,8 +159,8 @@ def test_api_versions_finalize_transaction_version_2(wire):
     v3 = api_versions(wire, 3)
     assert features(v3) == ([("metadata.version", 7, 30)], 1, features(v4)[2])
     keys = {k.api_key: (k.min_version, k.max_version) for k in v4.api_keys}
-    # what a TV2 client needs, and no more than we implement (Produce v13 needs topic ids)
-    assert keys[0] == (0, 12) and keys[26] == (0, 5) and keys[28] == (0, 5) and keys[27] == (1, 2)
+    # what a TV2 client needs (Produce v12+, v13 naming topics by id)
+    assert keys[0] == (0, 13) and keys[26] == (0, 5) and keys[28] == (0, 5) and keys[27] == (1, 2)
 
 
 def test_transaction_version_property_levels(tmp_path):

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), v2-9: commit a group's consumed positions to ``__consumer_offsets``.
+"""OffsetCommit (key 8), v2-10: commit a group's consumed positions to ``__consumer_offsets``.
 
 Every accepted partition becomes one OffsetCommitValue record (v3, or v1 when v2-4's
 ``retention_time_ms`` sets an expire timestamp), appended in one batch to the group's
@@ -12,7 +12,9 @@ partition before the answer, so an answered commit survives a crash. As in Kafka
   ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND from v9);
 - metadata longer than ``offset.metadata.max.bytes``: OFFSET_METADATA_TOO_LARGE;
 - a commit by a member of a Stable/PreparingRebalance group also counts as its heartbeat.
-v6+ carry the committed leader epoch; v7+ the group instance id.
+v6+ carry the committed leader epoch; v7+ the group instance id. v10 names topics by id
+(KIP-848's topic ids, also sent by the classic Java consumer): an unknown id gets UNKNOWN_TOPIC_ID
+for each of its partitions; offsets are still stored by topic name, as Kafka stores them.
 """
 
 from __future__ import annotations
@@ -27,11 +29,29 @@ TopicResp = Response.OffsetCommitResponseTopic
 PartResp = TopicResp.OffsetCommitResponsePartition
 
 
-@api(8, (2, 9))
+def _by_id(broker, topics) -> tuple[list, dict[tuple[str, int], ErrorCode]]:
+    """v10: the topics whose id names a topic here (their ``name`` filled in), and
+    UNKNOWN_TOPIC_ID for every partition of the others (keyed by the id's string)."""
+    by_id = broker.metadata.by_id
+    named, unknown = [], {}
+    for t in topics:
+        info = by_id.get(t.topic_id)
+        if info is None:
+            t.name = str(t.topic_id)
+            unknown.update({(t.name, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID for p in t.partitions})
+        else:
+            t.name = info.name
+            named.append(t)
+    return named, unknown
+
+
+@api(8, (2, 10))
 def handle(ctx, req):
     v = ctx.api_version
     broker = ctx.broker
-    errors, known = broker.metadata.split_known_partitions(req.topics)
+    topics, unknown_ids = _by_id(broker, req.topics) if v >= 10 else (req.topics, {})
+    errors, known = broker.metadata.split_known_partitions(topics)
+    errors.update(unknown_ids)
     to_commit = [
         (name, [CommitPartition(p.partition_index, p.committed_offset,
                                 p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata) for p in parts])
@@ -56,7 +76,7 @@ def handle(ctx, req):
     return Response(
         throttle_time_ms=0,
         topics=[
-            TopicResp(name=t.name, partitions=[
+            TopicResp(name=t.name if v < 10 else "", topic_id=t.topic_id if v >= 10 else None, partitions=[
                 PartResp(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
                 for p in t.partitions
             ])

@@ -1,4 +1,7 @@
-"""Produce (key 0), v3-12 (advertised from v0 as Kafka 4 does for old librdkafka builds).
+"""Produce (key 0), v3-13 (advertised from v0 as Kafka 4 does for old librdkafka builds).
+
+v13 names topics by topic id (KIP-516): an id this broker does not know gets UNKNOWN_TOPIC_ID
+for each of its partitions, and the answer names topics by id too.
 
 Per partition: one magic-2 batch, validated (structure, CRC, size, producer state) before a
 single write; errors are per partition and never stop the others. acks=0 gets no response;
@@ -79,7 +82,10 @@ def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = 
     for t in req.topics:
         name = t.name
         parts = []
-        if acks not in (-1, 0, 1):
+        if name is None:  # v13: a topic id with no topic
+            parts = [_partition(p.index, ProduceResult(ErrorCode.UNKNOWN_TOPIC_ID)) for p in t.partitions]
+            broker.metrics.error(0, ErrorCode.UNKNOWN_TOPIC_ID.name)
+        elif acks not in (-1, 0, 1):
             parts = [_partition(p.index, ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)) for p in t.partitions]
         else:
             for p in t.partitions:
@@ -109,8 +115,20 @@ async def _add_then_respond(ctx, req, producer: tuple[int, int], targets: dict):
     return _respond(ctx, req, pre)
 
 
-@api(0, (3, 12), advertised_min=0, decode=decode_produce_request)
+def _named(broker, req):
+    """v13: the request with each topic's name looked up from its id (None for an unknown id)."""
+    by_id = broker.metadata.by_id
+    topics = []
+    for t in req.topics:
+        info = by_id.get(t.topic_id)
+        topics.append(t._replace(name=info.name) if info is not None else t)
+    return req._replace(topics=topics)
+
+
+@api(0, (3, 13), advertised_min=0, decode=decode_produce_request)
 def handle(ctx, req):
+    if ctx.api_version >= 13:
+        req = _named(ctx.broker, req)
     if req.transactional_id is None or req.acks not in (-1, 0, 1):
         return _respond(ctx, req)
     producers, targets = _transactional_batches(ctx.broker, req)

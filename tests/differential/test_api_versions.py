@@ -40,10 +40,9 @@ PENDING: set[int] = set()
 # The APIs the stock clients (Java, librdkafka, kafka-python, aiokafka, franz-go) negotiate.
 CLIENT_CRITICAL = [0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 23, 24, 25, 26, 28, 32, 37,
                    42, 44, 47, 60, 61, 65, 66]
-# Deliberate caps below Kafka's max: the next version needs topic ids in the request (Produce v13,
-# OffsetCommit/OffsetFetch v10). Java 4.1+ switches to topic ids as soon as Produce v13 is
-# advertised, so advertising it without topic ids would break it.
-MAX_CAPS = {0: 12, 8: 9, 9: 9}
+# Deliberate caps below Kafka's max (none now: Produce v13 and OffsetCommit/OffsetFetch v10 name
+# topics by id as Kafka's do). Java 4.1+ switches to topic ids as soon as they are advertised.
+MAX_CAPS: dict[int, int] = {}
 # Versions newer than the reference broker (4.3.1, the newest Kafka with kafka-tools on Maven Central)
 # that Apache Kafka 4.4.0 and its Java client have, implemented from Kafka 4.4.0's specs and bytecode
 # (tests/test_wire_errors.py checks them): ApiVersions v5 (KIP-1242), which the 4.4 client sends first.

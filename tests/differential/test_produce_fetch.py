@@ -12,6 +12,7 @@ import time
 
 import pytest
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest
+from kafka.protocol.producer import ProduceRequest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from tests.differential.harness import build, normalise, record_batch, unique
@@ -152,6 +153,42 @@ def test_produce_offsets_and_log_start(pair, topic):
                record_batch([b"f"], timestamps=[T0 + 3])]
     k, o = pair.run(lambda t: [t.produce_one(topic, 0, b) for b in batches])
     assert [p["base_offset"] for p in k] == [0, 2, 5]
+    assert o == k
+
+
+def _produce_by_id(t, topics: list[tuple], acks: int = -1):
+    """Produce v13: ``topics`` is [(topic id, [(partition, records)])]; the answer as
+    [(topic id, [(index, error, base offset, log start offset)])]."""
+    req = build(ProduceRequest, 13, transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
+        dict(topic_id=tid, partition_data=[dict(index=i, records=r) for i, r in parts]) for tid, parts in topics])
+    with t.client() as c:
+        r = c.send(req, 13)
+    return [(tt.topic_id, sorted((p.index, p.error_code, p.base_offset, p.log_start_offset)
+                                 for p in tt.partition_responses)) for tt in r.responses]
+
+
+def test_produce_v13_by_topic_id(pair):
+    """KIP-516: Produce v13 names topics by id; an id the broker does not know gets
+    UNKNOWN_TOPIC_ID (100), a partition it lacks UNKNOWN_TOPIC_OR_PARTITION, the rest append."""
+    name = pair.create_topic(unique("by-id"), 2)
+    import uuid
+
+    stranger = uuid.UUID("00000000-0000-0000-0000-00000000beef")
+
+    def scenario(t):
+        (md,) = t.metadata([name]).topics
+        tid = md.topic_id
+        first = _produce_by_id(t, [(tid, [(0, record_batch([b"a", b"b"])), (1, record_batch([b"c"]))])])
+        mixed = _produce_by_id(t, [(stranger, [(0, record_batch([b"x"]))]),
+                                   (tid, [(0, record_batch([b"d"])), (5, record_batch([b"e"]))])])
+        bad_acks = _produce_by_id(t, [(tid, [(0, record_batch([b"f"]))])], acks=2)
+        rename = {tid: "id", stranger: "stranger"}
+        # Kafka answers in its maps' order: compared sorted
+        return [sorted((rename[i], parts) for i, parts in r) for r in (first, mixed, bad_acks)], \
+            t.list_offsets(name, 0, -1)["offset"]
+
+    k, o = pair.run(scenario)
+    assert k[0][1] == [("id", [(0, 0, 2, 0), (5, 3, -1, -1)]), ("stranger", [(0, 100, -1, -1)])], k
     assert o == k
 
 
