@@ -570,6 +570,23 @@ def test_delete_groups_and_offsets_via_admin(broker, topic_name):
     busy.close()
 
 
+def test_delete_groups_v3_answers_an_error_message_field(broker, topic_name):
+    """DeleteGroups v3 (Kafka 4.4, used by the 4.4 Admin client): the v2 answer plus a per-group
+    ErrorMessage, null as Kafka's coordinator leaves it for classic groups."""
+    from protocol.newer_messages import DeleteGroupsRequest
+    from tests.raw_client import RawClient
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = group_name()
+    _commit_and_check(broker.bootstrap, topic_name, group, {0: 1})
+    with RawClient(broker.bootstrap) as c:
+        first = c.send(DeleteGroupsRequest[3](groups_names=[group, "no-such-" + group]), 3)
+        again = c.send(DeleteGroupsRequest[3](groups_names=[group]), 3)
+    assert [(r.group_id, r.error_code, r.error_message) for r in first.results] == [
+        (group, 0, None), ("no-such-" + group, 69, None)]
+    assert [(r.error_code, r.error_message) for r in again.results] == [(69, None)]  # GROUP_ID_NOT_FOUND
+
+
 DEAD_MEMBER = """
 import sys, time
 from confluent_kafka import Consumer

@@ -1,8 +1,9 @@
-"""DeleteGroups (key 42), v0-2: delete Empty groups with all their committed offsets.
+"""DeleteGroups (key 42), v0-3: delete Empty groups with all their committed offsets.
 
 Tombstones for every offset and for the group metadata are written to the group's
 ``__consumer_offsets`` partition before the answer. A group with members: NON_EMPTY_GROUP; one
-that does not exist: GROUP_ID_NOT_FOUND.
+that does not exist: GROUP_ID_NOT_FOUND. v3 (Kafka 4.4) adds a per-group ErrorMessage, which
+Kafka's coordinator fills only for streams-group topology errors: always null here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ Response = lazy_response(42)
 Result = Response.DeletableGroupResult
 
 
-@api(42, (0, 2))
+@api(42, (0, 3))
 def handle(ctx, req):
     gc = ctx.broker.group_coordinator
     names = list(req.groups_names)
@@ -23,4 +24,5 @@ def handle(ctx, req):
         results = [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in names]
     else:
         results = gc.manager.delete_groups(names)
-    return Response(throttle_time_ms=0, results=[Result(group_id=g, error_code=e) for g, e in results])
+    return Response(throttle_time_ms=0, results=[Result(group_id=g, error_code=e, error_message=None)
+                                                    for g, e in results])

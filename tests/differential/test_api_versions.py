@@ -45,8 +45,9 @@ CLIENT_CRITICAL = [0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22,
 MAX_CAPS: dict[int, int] = {}
 # Versions newer than the reference broker (4.3.1, the newest Kafka with kafka-tools on Maven Central)
 # that Apache Kafka 4.4.0 and its Java client have, implemented from Kafka 4.4.0's specs and bytecode
-# (tests/test_wire_errors.py checks them): ApiVersions v5 (KIP-1242), which the 4.4 client sends first.
-AHEAD_OF_REFERENCE = {18: 5}
+# (tests/test_wire_errors.py and tests/test_groups.py check them): ApiVersions v5 (KIP-1242), which
+# the 4.4 client sends first, and DeleteGroups v3 (a per-group ErrorMessage).
+AHEAD_OF_REFERENCE = {18: 5, 42: 3}
 
 
 def test_advertised_ranges_within_kafka(pair):
