@@ -13,7 +13,7 @@ alternate run by run so that machine noise hits both alike):
   default: enable.idempotence=true, acks=all) and transactional (--transaction-duration-ms, default
   100 ms); also the producer's p99 send latency of the plain run;
 - consume MB/s, read_committed, with ConsumerPerformance over the transactional run's topic
-  (fetch.MB.sec: the time after the group join);
+  (fetch.MB.sec: the time after the group join), --consume-runs times per round;
 - fetch loop MB/s and round trip (bench/raw_fetch.py): the same topic read with raw Fetch requests, one
   at a time, 1 MiB each: the broker's read path without the Java consumer's CPU in the figure;
 - transactions/s: ProducerPerformance with --transaction-duration-ms 1, i.e. about one record per
@@ -287,11 +287,12 @@ def one_round(ref: KafkaReference, b: Broker, run: int, a, figures: dict) -> Non
     figures["produce_transactional_mb_s"].append(r["mb_per_s"])
     log(f"  {b.name} transactional ({a.txn_duration_ms} ms): {r['mb_per_s']:.1f} MB/s")
 
-    c = consumer_perf(ref, b.bootstrap, t, a.records, to)
-    if c["records"] < a.records:
-        raise RuntimeError(f"{b.name}: ConsumerPerformance read {c['records']} of {a.records}")
-    figures["consume_read_committed_mb_s"].append(c["fetch_mb_per_s"])
-    log(f"  {b.name} consume read_committed: {c['fetch_mb_per_s']:.1f} MB/s (fetch), {c['mb_per_s']:.1f} overall")
+    for _ in range(a.consume_runs):
+        c = consumer_perf(ref, b.bootstrap, t, a.records, to)
+        if c["records"] < a.records:
+            raise RuntimeError(f"{b.name}: ConsumerPerformance read {c['records']} of {a.records}")
+        figures["consume_read_committed_mb_s"].append(c["fetch_mb_per_s"])
+        log(f"  {b.name} consume read_committed: {c['fetch_mb_per_s']:.1f} MB/s (fetch), {c['mb_per_s']:.1f} overall")
     if a.partitions == 1:
         f = fetch_mb_per_s(b.bootstrap, t, end_offsets(b.bootstrap, t, 1))
         figures["raw_fetch_mb_s"].append(f["mb_per_s"])
@@ -375,6 +376,9 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=300_000, help="records per produce/consume run")
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=1)
+    # A consume run lasts about a second, most of it the consumer JVM's JIT warm-up, so single runs
+    # spread by +-20%: several per round (each a new group) give the median more samples.
+    ap.add_argument("--consume-runs", type=int, default=3, help="ConsumerPerformance runs per round")
     ap.add_argument("--txn-duration-ms", type=int, default=100, help="transaction length of the transactional run")
     ap.add_argument("--txn-records", type=int, default=20_000, help="records of the transactions/s run")
     ap.add_argument("--e2e-records", type=int, default=5000)
