@@ -64,13 +64,17 @@ def _next_offset(frame: bytearray, start: int, end: int, offset: int) -> tuple[i
     return offset, p - start
 
 
-def fetch_loop(bootstrap: str, topic: str, end_offset: int) -> dict:
-    """Read ``topic`` partition 0 from offset 0 to ``end_offset`` once."""
+def fetch_loop(bootstrap: str, topic: str, end_offset: int, receive_buffer: int | None = None) -> dict:
+    """Read ``topic`` partition 0 from offset 0 to ``end_offset`` once; ``receive_buffer`` sets
+    SO_RCVBUF as a Java client does (its receive.buffer.bytes: 65536 for a consumer)."""
     host, _, port = bootstrap.rpartition(":")
     frame = bytearray(64 << 20)
     view = memoryview(frame)
-    with socket.create_connection((host, int(port))) as sock:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        if receive_buffer:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.connect((host, int(port)))
         offset = total = correlation = 0
         rtts = []
         t0 = time.perf_counter()
@@ -105,7 +109,8 @@ def fetch_loop(bootstrap: str, topic: str, end_offset: int) -> dict:
     return {"mb_per_s": total / elapsed / 1e6, "fetches": len(rtts), "rtt_p50_ms": statistics.median(rtts) * 1e3}
 
 
-def fetch_mb_per_s(bootstrap: str, topic: str, end_offset: int, loops: int = 3) -> dict:
+def fetch_mb_per_s(bootstrap: str, topic: str, end_offset: int, loops: int = 3,
+                   receive_buffer: int | None = None) -> dict:
     """The best of ``loops`` passes (the first warms the client and the broker's caches)."""
-    runs = [fetch_loop(bootstrap, topic, end_offset) for _ in range(loops)]
+    runs = [fetch_loop(bootstrap, topic, end_offset, receive_buffer) for _ in range(loops)]
     return max(runs, key=lambda r: r["mb_per_s"])

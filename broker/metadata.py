@@ -122,6 +122,22 @@ class MetadataStore:
                 known.append((t.name, parts))
         return errors, known
 
+    def named_by_id(self, topics) -> tuple[list, dict[tuple[str, int], ErrorCode]]:
+        """For APIs that name topics by id (OffsetCommit v10, TxnOffsetCommit v6): fill in the
+        ``name`` of each topic whose ``topic_id`` is known and return those, with
+        UNKNOWN_TOPIC_ID for every partition of the others (their ``name`` set to the id's string,
+        as the error's key). Kafka resolves ids the same way before any other check."""
+        named, unknown = [], {}
+        for t in topics:
+            info = self.by_id.get(t.topic_id)
+            if info is None:
+                t.name = str(t.topic_id)
+                unknown.update({(t.name, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID for p in t.partitions})
+            else:
+                t.name = info.name
+                named.append(t)
+        return named, unknown
+
     def colliding(self, name: str) -> str | None:
         """Kafka rejects names that differ from an existing one only by '.' vs '_' (metrics clash)."""
         key = name.replace(".", "_")

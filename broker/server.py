@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        _set_buffer_sizes(transport.get_extra_info("socket"), self.broker.config)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         local = transport.get_extra_info("sockname")
@@ -158,6 +160,20 @@ class Connection(asyncio.Protocol):
         self.pending.clear()
         if self.transport is not None:
             self.transport.close()
+
+
+def _set_buffer_sizes(sock, config) -> None:
+    """SO_SNDBUF / SO_RCVBUF from ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``,
+    as Kafka's acceptor sets them on every connection (-1: the OS default, autotuned)."""
+    if sock is None:
+        return
+    for option, key in ((socket.SO_SNDBUF, "socket.send.buffer.bytes"), (socket.SO_RCVBUF, "socket.receive.buffer.bytes")):
+        size = config.get(key)
+        if size != -1:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, option, size)
+            except OSError as e:
+                log.warning("cannot set socket buffer size", option=key, size=size, error=str(e))
 
 
 async def start_listeners(broker: Broker) -> list[asyncio.base_events.Server]:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DescribeTransactionsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
-from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import (
     EndTxnRequest,
     InitProducerIdRequest,
@@ -43,7 +43,7 @@ from tests.raw_client import RawClient
 NONE, OUT_OF_ORDER_SEQUENCE = 0, 45
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 47, 48, 49
 CONCURRENT_TRANSACTIONS, UNSTABLE_OFFSET_COMMIT, PRODUCER_FENCED = 51, 88, 90
-TRANSACTION_ABORTABLE = 120
+GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_ID, TRANSACTION_ABORTABLE = 69, 100, 120
 TOPIC = "txn-v2"
 SHORT_MAX = 32767
 
@@ -160,7 +160,7 @@ def test_api_versions_finalize_transaction_version_2(wire):
     assert features(v3) == ([("metadata.version", 7, 30)], 1, features(v4)[2])
     keys = {k.api_key: (k.min_version, k.max_version) for k in v4.api_keys}
     # what a TV2 client needs (Produce v12+, v13 naming topics by id)
-    assert keys[0] == (0, 13) and keys[26] == (0, 5) and keys[28] == (0, 5) and keys[27] == (1, 2)
+    assert keys[0] == (0, 13) and keys[26] == (0, 5) and keys[28] == (0, 6) and keys[27] == (1, 2)
 
 
 def test_transaction_version_property_levels(tmp_path):
@@ -314,6 +314,42 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(wire):
     assert end_txn(wire, txn_id, pid, epoch, True) == (NONE, pid, epoch + 1)
     completed(wire, txn_id)
     assert until(lambda: fetch_offset(wire, group), lambda r: r == (NONE, 6)) == (NONE, 6)
+
+
+def txn_offset_commit_v6(c: RawClient, txn_id: str, group: str, pid: int, epoch: int, topics: list[tuple],
+                         generation: int = -1) -> list:
+    """TxnOffsetCommit v6 (Kafka 4.4, KIP-1319): ``topics`` [(topic id, partition, offset)];
+    the answer as [(topic id, partition, error)]."""
+    from protocol.newer_messages import TxnOffsetCommitRequest as V6
+
+    Topic = V6.TxnOffsetCommitRequestTopic
+    req = V6[6](transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch,
+                generation_id_or_member_epoch=generation, member_id="", group_instance_id=None, topics=[
+                    Topic(topic_id=tid, partitions=[Topic.TxnOffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="m")])
+                    for tid, p, o in topics])
+    resp = c.send(req, 6)
+    return [(t.topic_id, p.partition_index, p.error_code) for t in resp.topics for p in t.partitions]
+
+
+def test_txn_offset_commit_v6_names_topics_by_id(wire):
+    """As Kafka 4.4's KafkaApis and OffsetMetadataManager: ids resolved first (an unknown one gets
+    UNKNOWN_TOPIC_ID), a missing group with a generation gets GROUP_ID_NOT_FOUND (v5:
+    ILLEGAL_GENERATION), and the committed offsets land under the topic's name."""
+    (md,) = wire.send(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC, topic_id=None)],
+                                          allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+                      12).topics
+    tid, stranger = md.topic_id, uuid.UUID(int=0xBEEF)
+    txn_id, pid, epoch = fresh(wire)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    assert txn_offset_commit_v6(wire, txn_id, group, pid, epoch, [(tid, 0, 1)], generation=3) == [
+        (tid, 0, GROUP_ID_NOT_FOUND)]
+    assert txn_offset_commit(wire, txn_id, group, pid, epoch, 1, version=5) == NONE  # the group exists now
+    assert txn_offset_commit_v6(wire, txn_id, group, pid, epoch, [(tid, 0, 7), (stranger, 0, 1)]) == [
+        (tid, 0, NONE), (stranger, 0, UNKNOWN_TOPIC_ID)]
+    assert end_txn(wire, txn_id, pid, epoch, True) == (NONE, pid, epoch + 1)
+    completed(wire, txn_id)
+    assert until(lambda: fetch_offset(wire, group), lambda r: r == (NONE, 7)) == (NONE, 7)
 
 
 # --- EndTxn v5 ---------------------------------------------------------------------------------------------

@@ -29,27 +29,11 @@ TopicResp = Response.OffsetCommitResponseTopic
 PartResp = TopicResp.OffsetCommitResponsePartition
 
 
-def _by_id(broker, topics) -> tuple[list, dict[tuple[str, int], ErrorCode]]:
-    """v10: the topics whose id names a topic here (their ``name`` filled in), and
-    UNKNOWN_TOPIC_ID for every partition of the others (keyed by the id's string)."""
-    by_id = broker.metadata.by_id
-    named, unknown = [], {}
-    for t in topics:
-        info = by_id.get(t.topic_id)
-        if info is None:
-            t.name = str(t.topic_id)
-            unknown.update({(t.name, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID for p in t.partitions})
-        else:
-            t.name = info.name
-            named.append(t)
-    return named, unknown
-
-
 @api(8, (2, 10))
 def handle(ctx, req):
     v = ctx.api_version
     broker = ctx.broker
-    topics, unknown_ids = _by_id(broker, req.topics) if v >= 10 else (req.topics, {})
+    topics, unknown_ids = broker.metadata.named_by_id(req.topics) if v >= 10 else (req.topics, {})
     errors, known = broker.metadata.split_known_partitions(topics)
     errors.update(unknown_ids)
     to_commit = [

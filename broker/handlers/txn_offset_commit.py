@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28), v0-5: offsets committed as part of a transaction.
+"""TxnOffsetCommit (key 28), v0-6: offsets committed as part of a transaction.
 
 Sent to the group coordinator after AddOffsetsToTxn. The offsets are written to the group's
 ``__consumer_offsets`` partition as a transactional batch of the producer and stay invisible to
@@ -16,6 +16,11 @@ v5 is Transactions V2: no AddOffsetsToTxn comes first, the offsets partition is 
 transaction here (``add_offsets_partition``) before the commit; an error of that step
 (CONCURRENT_TRANSACTIONS while the previous transaction completes, INVALID_PRODUCER_EPOCH, ...)
 answers every partition.
+
+v6 (KIP-1319, Apache Kafka 4.4; built from Kafka 4.4.0's spec and bytecode) names topics by id:
+an unknown id answers UNKNOWN_TOPIC_ID for each of its partitions, and a group that does not
+exist with a generation >= 0 answers GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION
+(STALE_MEMBER_EPOCH belongs to KIP-848 groups, which this broker does not have).
 """
 
 from __future__ import annotations
@@ -31,11 +36,13 @@ TopicResp = Response.TxnOffsetCommitResponseTopic
 PartResp = TopicResp.TxnOffsetCommitResponsePartition
 
 
-@api(28, (0, 5))
+@api(28, (0, 6))
 def handle(ctx, req):
     v = ctx.api_version
     broker = ctx.broker
-    errors, known = broker.metadata.split_known_partitions(req.topics)
+    topics, unknown_ids = broker.metadata.named_by_id(req.topics) if v >= 6 else (req.topics, {})
+    errors, known = broker.metadata.split_known_partitions(topics)
+    errors.update(unknown_ids)
     to_commit = [
         (name, [CommitPartition(p.partition_index, p.committed_offset,
                                 p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata) for p in parts])
@@ -62,7 +69,7 @@ def _commit(ctx, req, errors, to_commit):
         errors.update(commit_transactional_offsets(
             broker, req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
             req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
-            req.generation_id if v >= 3 else -1, to_commit, v,
+            req.generation_id_or_member_epoch if v >= 3 else -1, to_commit, v,
         ))
     if v < 2:
         errors = {k: ErrorCode.COORDINATOR_NOT_AVAILABLE if c == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else c
@@ -70,7 +77,7 @@ def _commit(ctx, req, errors, to_commit):
     return Response(
         throttle_time_ms=0,
         topics=[
-            TopicResp(name=t.name, partitions=[
+            TopicResp(name=t.name if v < 6 else "", topic_id=t.topic_id if v >= 6 else None, partitions=[
                 PartResp(partition_index=p.partition_index, error_code=int(errors[(t.name, p.partition_index)]))
                 for p in t.partitions
             ])

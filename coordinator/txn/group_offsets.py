@@ -99,8 +99,8 @@ def commit_transactional_offsets(
     group = manager.groups.get(group_id)
     created = False
     if group is None:
-        if generation_id >= 0:
-            return all_failed(ErrorCode.ILLEGAL_GENERATION)
+        if generation_id >= 0:  # GROUP_ID_NOT_FOUND from v6 (TxnOffsetCommitRequest.supportsGroupIdNotFoundError)
+            return all_failed(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.ILLEGAL_GENERATION)
         group = ClassicGroup(group_id, EMPTY, manager.time_ms())
         created = True
     try:
