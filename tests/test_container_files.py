@@ -204,3 +204,25 @@ def test_listener_validation_matches_kafka() -> None:
     with pytest.raises(ValueError, match="not in listeners"):
         cfg(listeners="PLAINTEXT://:9092", advertised_listeners="OTHER://h:1").validate_listeners()
     cfg(listeners="PLAINTEXT://:9092,CONTROLLER://:9093").validate_listeners()
+
+
+def test_wheel_carries_every_runtime_file(tmp_path):
+    """The image installs the broker with pip: the wheel must hold every module and data file the
+    packages load at run time (the vendored Kafka JSON specs in protocol/schemas, not only .py).
+    Built from a fresh copy of the sources, so no earlier build/ or egg-info can mask a gap."""
+    import zipfile
+
+    packages = ("broker", "protocol", "storage", "coordinator")
+    src = tmp_path / "src"
+    junk = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for pkg in packages:
+        shutil.copytree(ROOT / pkg, src / pkg, ignore=junk)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
+                    str(src)], check=True, cwd=tmp_path)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    wanted = {str(p.relative_to(src)) for pkg in packages for p in (src / pkg).rglob("*")
+              if p.is_file() and p.suffix in (".py", ".json")}
+    assert wanted - names == set()
