@@ -73,11 +73,11 @@ API_MODULES: dict[int, tuple[str, str]] = {
 }
 
 
-#: APIs whose classes come from Apache Kafka's newer JSON specs (protocol.newer_messages), because a
+#: APIs whose classes come from Apache Kafka's newer JSON specs (``protocol.newer``), because a
 #: stock client sends a version kafka-python's specs do not have yet. API_MODULES still names
 #: kafka-python's module for them (a test checks that table against kafka-python).
-NEWER: dict[int, str] = {18: "protocol.newer_messages", 28: "protocol.newer_messages",
-                         42: "protocol.newer_messages"}
+NEWER: dict[int, str] = {18: "protocol.newer.api_versions", 28: "protocol.newer.txn_offset_commit",
+                         42: "protocol.newer.delete_groups"}
 
 
 def _register_unexecuted(package: str) -> None:

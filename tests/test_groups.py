@@ -573,7 +573,7 @@ def test_delete_groups_and_offsets_via_admin(broker, topic_name):
 def test_delete_groups_v3_answers_an_error_message_field(broker, topic_name):
     """DeleteGroups v3 (Kafka 4.4, used by the 4.4 Admin client): the v2 answer plus a per-group
     ErrorMessage, null as Kafka's coordinator leaves it for classic groups."""
-    from protocol.newer_messages import DeleteGroupsRequest
+    from protocol.newer.delete_groups import DeleteGroupsRequest
     from tests.raw_client import RawClient
 
     create_topic(broker.bootstrap, topic_name, 1)

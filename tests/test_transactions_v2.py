@@ -320,7 +320,7 @@ def txn_offset_commit_v6(c: RawClient, txn_id: str, group: str, pid: int, epoch:
                          generation: int = -1) -> list:
     """TxnOffsetCommit v6 (Kafka 4.4, KIP-1319): ``topics`` [(topic id, partition, offset)];
     the answer as [(topic id, partition, error)]."""
-    from protocol.newer_messages import TxnOffsetCommitRequest as V6
+    from protocol.newer.txn_offset_commit import TxnOffsetCommitRequest as V6
 
     Topic = V6.TxnOffsetCommitRequestTopic
     req = V6[6](transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch,

@@ -72,8 +72,8 @@ def _api_versions_v5(bootstrap: str, cluster_id: str | None, node_id: int):
     KIP-511 UNSUPPORTED_VERSION case; Kafka encodes the other errors at the request's version)."""
     from kafka.protocol.api_message import ApiMessage
 
-    from protocol.newer_messages import ApiVersionsRequest as V5
-    from protocol.newer_messages import ApiVersionsResponse
+    from protocol.newer.api_versions import ApiVersionsRequest as V5
+    from protocol.newer.api_versions import ApiVersionsResponse
 
     req = V5[5](client_software_name="t", client_software_version="1", cluster_id=cluster_id, node_id=node_id)
     req.with_header(correlation_id=1, client_id="t")
