@@ -60,3 +60,22 @@ def test_broker_start_imports_no_message_class_it_does_not_serve() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_newer_api_classes_load_only_their_own_module() -> None:
+    """The first ApiVersions request (every connection's first) builds ApiVersions classes only:
+    not kafka-python's whole metadata package, nor any other newer API."""
+    code = (
+        "import sys, protocol.messages as m\n"
+        "m.request_class(18), m.response_class(18)\n"
+        "print(sorted(k for k in sys.modules if (k.startswith('kafka.protocol.') and k.count('.') >= 3"
+        " and not k.startswith(('kafka.protocol.schemas', 'kafka.protocol.api'))) or k.startswith('protocol.newer.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = eval(out)  # noqa: S307 - our own subprocess's repr of a list of names
+    assert loaded == ["kafka.protocol.metadata.api_versions", "protocol.newer.api_versions"], loaded
+    from protocol.newer.api_versions import ApiVersionsResponse
+
+    assert messages.response_class(18) is ApiVersionsResponse
+    assert messages.request_class(28)._valid_versions == (0, 6)
+    assert messages.response_class(42)._valid_versions == (0, 3)
