@@ -42,6 +42,9 @@ def _records_span(frame: bytearray) -> tuple[int, int]:
     n, i = _uvarint(frame, i)  # topic name
     i += n - 1
     _, i = _uvarint(frame, i)  # partitions (1)
+    (error,) = struct.unpack_from(">h", frame, i + 4)
+    if error:
+        raise RuntimeError(f"Fetch answered error {error}")
     i += 4 + 2 + 8 + 8 + 8  # index, error, high watermark, last stable offset, log start offset
     n, i = _uvarint(frame, i)  # aborted transactions
     for _ in range(max(n - 1, 0)):
@@ -89,16 +92,16 @@ def fetch_loop(bootstrap: str, topic: str, end_offset: int, receive_buffer: int 
             sent = time.perf_counter()
             sock.sendall(bytes(req.encode(version=12, header=True, framed=True)))
             got = 0
-            while got < 4:
-                got += sock.recv_into(view[got:4])
-            size = struct.unpack_from(">i", frame)[0] + 4
-            if size > len(frame):
-                raise RuntimeError(f"answer of {size} bytes")
+            size = 4
             while got < size:
                 n = sock.recv_into(view[got:size])
                 if not n:
                     raise ConnectionError("broker closed the connection")
                 got += n
+                if size == 4 and got >= 4:
+                    size = struct.unpack_from(">i", frame)[0] + 4
+                    if size > len(frame):
+                        raise RuntimeError(f"answer of {size} bytes")
             rtts.append(time.perf_counter() - sent)
             start, end = _records_span(frame)
             new_offset, size = _next_offset(frame, start, end, offset)

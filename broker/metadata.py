@@ -125,13 +125,14 @@ class MetadataStore:
     def named_by_id(self, topics) -> tuple[list, dict[tuple[str, int], ErrorCode]]:
         """For APIs that name topics by id (OffsetCommit v10, TxnOffsetCommit v6): fill in the
         ``name`` of each topic whose ``topic_id`` is known and return those, with
-        UNKNOWN_TOPIC_ID for every partition of the others (their ``name`` set to the id's string,
-        as the error's key). Kafka resolves ids the same way before any other check."""
+        UNKNOWN_TOPIC_ID for every partition of the others. Their ``name`` becomes a key no topic
+        name can equal (a tuple), so an unknown id's error never mixes with a real topic's. Kafka
+        resolves ids the same way before any other check."""
         named, unknown = [], {}
         for t in topics:
             info = self.by_id.get(t.topic_id)
             if info is None:
-                t.name = str(t.topic_id)
+                t.name = ("unknown topic id", t.topic_id)
                 unknown.update({(t.name, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID for p in t.partitions})
             else:
                 t.name = info.name

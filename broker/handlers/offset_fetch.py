@@ -6,13 +6,12 @@ of a group that does not exist, answer offset -1 with no error (Kafka does not c
 here). ``require_stable`` (v7+): a partition with a pending transactional commit answers
 UNSTABLE_OFFSET_COMMIT (the hook for exactly-once; see coordinator/group/offsets.py).
 Group-level errors are top-level from v2 and repeated on every partition in v1. v10 names
-topics by id both ways: an unknown id answers UNKNOWN_TOPIC_ID on each requested partition, and
-the topics of an all-topics fetch carry their current id (zero for a topic that is gone).
+topics by id both ways: an unknown id answers UNKNOWN_TOPIC_ID on each requested partition (after
+the known ones, as Kafka orders them), and an all-topics fetch lists the committed topics that
+still have an id.
 """
 
 from __future__ import annotations
-
-import uuid
 
 from broker.handlers.registry import api
 from coordinator.group.manager import FetchedPartition
@@ -27,14 +26,8 @@ GroupTopic = Group.OffsetFetchResponseTopics
 GroupPartition = GroupTopic.OffsetFetchResponsePartitions
 
 
-ZERO_UUID = uuid.UUID(int=0)
-
-
-def fetch_group(ctx, group_id: str | None, topics, require_stable: bool, by_id: bool = False):
-    """(group error, [(topic, [FetchedPartition])]) for one requested group; ``by_id`` (v10): the
-    topics are named by id, and those with an unknown id are answered UNKNOWN_TOPIC_ID here."""
-    if by_id and topics is not None:
-        return _fetch_by_id(ctx, group_id, topics, require_stable)
+def fetch_group(ctx, group_id: str | None, topics, require_stable: bool):
+    """(group error, [(topic, [FetchedPartition])]) for one requested group."""
     requested = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     gc = ctx.broker.group_coordinator
     if gc is None or not gc.active:
@@ -42,19 +35,27 @@ def fetch_group(ctx, group_id: str | None, topics, require_stable: bool, by_id: 
     return gc.manager.fetch_offsets(group_id, requested, require_stable)
 
 
-def _fetch_by_id(ctx, group_id: str, topics, require_stable: bool):
-    known_ids = ctx.broker.metadata.by_id
-    names = {t.topic_id: known_ids[t.topic_id].name for t in topics if t.topic_id in known_ids}
-    for t in topics:
-        t.name = names.get(t.topic_id, "")
-    code, result = fetch_group(ctx, group_id, [t for t in topics if t.topic_id in names], require_stable) \
-        if names else (ErrorCode.NONE, [])
+def fetch_group_by_id(ctx, group_id: str, topics, require_stable: bool):
+    """v10, as Kafka 4.x's KafkaApis: (group error, [(topic id, [FetchedPartition])]). Requested
+    ids are resolved first and the coordinator asked for the known ones (even none, so group
+    errors still show); unknown ids follow, UNKNOWN_TOPIC_ID on each partition. An all-topics
+    fetch leaves out committed topics that no longer have an id (it cannot name them)."""
+    metadata = ctx.broker.metadata
+    if topics is None:
+        code, result = fetch_group(ctx, group_id, None, require_stable)
+        if code != ErrorCode.NONE:
+            return code, []
+        named = [(metadata.topics.get(name), parts) for name, parts in result]
+        return code, [(info.topic_id, parts) for info, parts in named if info is not None]
+    known = [t for t in topics if t.topic_id in metadata.by_id]
+    for t in known:
+        t.name = metadata.by_id[t.topic_id].name
+    code, result = fetch_group(ctx, group_id, known, require_stable)
     if code != ErrorCode.NONE:
-        return code, result
-    fetched = iter(result)  # the known topics, in the request's order
-    return code, [next(fetched) if t.topic_id in names
-                  else (None, [FetchedPartition(p, error=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
-                  for t in topics]
+        return code, []
+    unknown = [(t.topic_id, [FetchedPartition(p, error=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
+               for t in topics if t.topic_id not in metadata.by_id]
+    return code, [(t.topic_id, parts) for t, (_, parts) in zip(known, result, strict=True)] + unknown
 
 
 def _with_error(requested, code: ErrorCode) -> list[tuple[str, list[FetchedPartition]]]:
@@ -87,25 +88,23 @@ def handle(ctx, req):
             ],
         )
     groups = []
-    topic_ids = {name: info.topic_id for name, info in ctx.broker.metadata.topics.items()} if v >= 10 else {}
     for g in req.groups:
-        code, result = fetch_group(ctx, g.group_id, g.topics, require_stable, by_id=v >= 10)
-        if code != ErrorCode.NONE:
-            result = []
-        if v >= 10 and g.topics is not None:  # answered in the request's order, by the request's ids
-            ids = [t.topic_id for t in g.topics]
+        if v >= 10:
+            code, result = fetch_group_by_id(ctx, g.group_id, g.topics, require_stable)
+            rows = [("", topic_id, parts) for topic_id, parts in result] if code == ErrorCode.NONE else []
         else:
-            ids = [topic_ids.get(name, ZERO_UUID) for name, _ in result] if v >= 10 else [None] * len(result)
+            code, result = fetch_group(ctx, g.group_id, g.topics, require_stable)
+            rows = [(name, None, parts) for name, parts in result] if code == ErrorCode.NONE else []
         groups.append(Group(
             group_id=g.group_id,
             error_code=code,
             topics=[
-                GroupTopic(name=name or "", topic_id=topic_id, partitions=[
+                GroupTopic(name=name, topic_id=topic_id, partitions=[
                     GroupPartition(partition_index=p.partition, committed_offset=p.offset,
                                    committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
                     for p in parts
                 ])
-                for (name, parts), topic_id in zip(result, ids, strict=True)
+                for name, topic_id, parts in rows
             ],
         ))
     return Response(throttle_time_ms=0, groups=groups)

@@ -77,7 +77,7 @@ def test_offsets_by_name_and_by_topic_id(pair):
             out = [named(_commit(c, 10, group, [(tid, [(0, 5), (1, 7), (9, 1)]), (STRANGER, [(0, 1)])]))]
             out.append(named(_commit(c, 9, group, [(name, [(1, 8)])])))
             for version, topics in ((10, [(tid, [0, 1, 2]), (STRANGER, [0, 3])]), (9, [(name, [0, 1])]),
-                                    (10, None)):
+                                    (10, None), (10, [(STRANGER, [1])])):
                 err, rows = _fetch(c, version, group, topics)
                 out.append((err, named(rows)))
         return out
