@@ -122,6 +122,11 @@ class MetadataStore:
                 known.append((t.name, parts))
         return errors, known
 
+    def name_of(self, topic_id) -> str | None:
+        """The name of the topic with this id, None if there is none (deleted, or never was)."""
+        info = self.by_id.get(topic_id)
+        return info.name if info is not None else None
+
     def named_by_id(self, topics) -> tuple[list, dict[tuple[str, int], ErrorCode]]:
         """For APIs that name topics by id (OffsetCommit v10, TxnOffsetCommit v6): fill in the
         ``name`` of each topic whose ``topic_id`` is known and return those, with
@@ -130,12 +135,12 @@ class MetadataStore:
         resolves ids the same way before any other check."""
         named, unknown = [], {}
         for t in topics:
-            info = self.by_id.get(t.topic_id)
-            if info is None:
+            name = self.name_of(t.topic_id)
+            if name is None:
                 t.name = ("unknown topic id", t.topic_id)
                 unknown.update({(t.name, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID for p in t.partitions})
             else:
-                t.name = info.name
+                t.name = name
                 named.append(t)
         return named, unknown
 

@@ -20,7 +20,8 @@ KNOWN, UNKNOWN = uuid.UUID(int=1), uuid.UUID(int=2)
 
 def _ctx(version: int, group_coordinator=None):
     info = SimpleNamespace(name="t", topic_id=KNOWN, partitions=2)
-    metadata = SimpleNamespace(by_id={KNOWN: info}, topics={"t": info})
+    metadata = SimpleNamespace(by_id={KNOWN: info}, topics={"t": info},
+                               name_of=lambda topic_id: info.name if topic_id == KNOWN else None)
     return SimpleNamespace(api_version=version, broker=SimpleNamespace(metadata=metadata,
                                                                        group_coordinator=group_coordinator))
 
@@ -59,7 +60,7 @@ def test_v10_known_ids_first_then_unknown_ones() -> None:
 
 def test_unknown_id_errors_never_mix_with_a_topic_named_like_the_id() -> None:
     """A topic may be named "None" or like a UUID string; an unknown id's error key is not a string."""
-    fake = SimpleNamespace(by_id={KNOWN: SimpleNamespace(name=str(UNKNOWN))})
+    fake = SimpleNamespace(name_of={KNOWN: str(UNKNOWN)}.get)
     topics = [SimpleNamespace(topic_id=UNKNOWN, name="", partitions=[SimpleNamespace(partition_index=0)]),
               SimpleNamespace(topic_id=KNOWN, name="", partitions=[SimpleNamespace(partition_index=0)])]
     named, unknown = MetadataStore.named_by_id(fake, topics)

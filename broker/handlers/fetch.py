@@ -28,12 +28,11 @@ from protocol.fetch_codec import (
 
 def _requested(broker, req, version: int) -> tuple[list[PartitionFetch], list[tuple]]:
     """The request's partitions (names resolved from ids at v13+) and those it forgets."""
-    by_id = broker.metadata.by_id
+    name_of = broker.metadata.name_of
     fetch: list[PartitionFetch] = []
     for t in req.topics:
         if version >= 13:
-            info = by_id.get(t.topic_id)
-            name, topic_id = (info.name if info is not None else None), t.topic_id
+            name, topic_id = name_of(t.topic_id), t.topic_id
         else:
             name, topic_id = t.name, None
         fetch.extend(PartitionFetch(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
@@ -44,11 +43,10 @@ def _requested(broker, req, version: int) -> tuple[list[PartitionFetch], list[tu
 
 def _resolve(broker, fetches: list[PartitionFetch]) -> None:
     """Session partitions named by id: the name as of now (None once the topic is gone)."""
-    by_id = broker.metadata.by_id
+    name_of = broker.metadata.name_of
     for f in fetches:
         if f.topic_id is not None:
-            info = by_id.get(f.topic_id)
-            f.topic = info.name if info is not None else None
+            f.topic = name_of(f.topic_id)
 
 
 def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPartitionResponse], int, bool]:

@@ -47,14 +47,14 @@ def fetch_group_by_id(ctx, group_id: str, topics, require_stable: bool):
             return code, []
         named = [(metadata.topics.get(name), parts) for name, parts in result]
         return code, [(info.topic_id, parts) for info, parts in named if info is not None]
-    known = [t for t in topics if t.topic_id in metadata.by_id]
-    for t in known:
-        t.name = metadata.by_id[t.topic_id].name
+    for t in topics:
+        t.name = metadata.name_of(t.topic_id)
+    known = [t for t in topics if t.name is not None]
     code, result = fetch_group(ctx, group_id, known, require_stable)
     if code != ErrorCode.NONE:
         return code, []
     unknown = [(t.topic_id, [FetchedPartition(p, error=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
-               for t in topics if t.topic_id not in metadata.by_id]
+               for t in topics if t.name is None]
     return code, [(t.topic_id, parts) for t, (_, parts) in zip(known, result, strict=True)] + unknown
 
 

@@ -117,12 +117,8 @@ async def _add_then_respond(ctx, req, producer: tuple[int, int], targets: dict):
 
 def _named(broker, req):
     """v13: the request with each topic's name looked up from its id (None for an unknown id)."""
-    by_id = broker.metadata.by_id
-    topics = []
-    for t in req.topics:
-        info = by_id.get(t.topic_id)
-        topics.append(t._replace(name=info.name) if info is not None else t)
-    return req._replace(topics=topics)
+    name_of = broker.metadata.name_of
+    return req._replace(topics=[t._replace(name=name_of(t.topic_id)) for t in req.topics])
 
 
 @api(0, (3, 13), advertised_min=0, decode=decode_produce_request)

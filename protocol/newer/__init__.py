@@ -2,33 +2,37 @@
 
 kafka-python 3.0.12 carries Apache Kafka 4.3's JSON specs. Where Kafka 4.4 added a version a stock
 client uses (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3), the module here builds
-kafka-python's generated class from Kafka 4.4.0's own spec (``protocol/schemas``, copied from
+kafka-python's generated classes from Kafka 4.4.0's own spec (``protocol/schemas``, copied from
 kafka-clients-4.4.0.jar ``common/message``), so layouts stay exact. ``protocol.messages.NEWER``
 says which API uses which module; each is imported on the API's first use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import types
+from typing import Any
 
 from kafka.protocol.api_header import ResponseClassRegistry
+from kafka.protocol.api_message import ApiMessage
 
 SPECS = "protocol.schemas"
 
 
-@contextmanager
-def keeping_kafka_python_registry(*api_keys: int) -> Iterator[None]:
-    """Defining a response class registers it in kafka-python's by-key registry, which
-    kafka-python's clients use to decode answers; put the entries back as they were, so a
-    kafka-python client in the same process keeps kafka-python's own classes."""
+def message_classes(name: str, api_key: int, module: str, response_base: type = ApiMessage) -> tuple[Any, Any]:
+    """``(<name>Request, <name>Response)`` built from ``protocol/schemas/<name>Request.json`` and
+    ``...Response.json``; ``response_base`` keeps behaviour kafka-python adds to a response class.
+
+    Defining a response class registers it in kafka-python's by-key registry, which
+    kafka-python's clients use to decode answers: the entry is put back as it was, so a
+    kafka-python client in the same process keeps kafka-python's own class."""
     registry = ResponseClassRegistry._response_class_registry
-    before = {key: registry[key] for key in api_keys if key in registry}
+    before = registry.get(api_key)
     try:
-        yield
+        return tuple(
+            types.new_class(name + kind, (base,), {"load_json": SPECS}, lambda ns: ns.update(__module__=module))
+            for kind, base in (("Request", ApiMessage), ("Response", response_base)))
     finally:
-        for key in api_keys:
-            if key in before:
-                registry[key] = before[key]
-            else:
-                registry.pop(key, None)
+        if before is not None:
+            registry[api_key] = before
+        else:
+            registry.pop(api_key, None)

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import importlib
 
-from kafka.protocol.api_message import ApiMessage
-
-from protocol.newer import SPECS, keeping_kafka_python_registry
+from protocol.newer import message_classes
 
 # Not ``from kafka.protocol.metadata import ...``: that would build every class of the package
-# (protocol.messages registers kafka-python's packages without running their __init__).
+# (protocol.messages registers kafka-python's packages without running their __init__). The
+# response keeps kafka-python's behaviour: a v0 header, an error answer read as a v0 body.
 _kafka_python = importlib.import_module("kafka.protocol.metadata.api_versions")
 
-with keeping_kafka_python_registry(18):
-
-    class ApiVersionsRequest(ApiMessage, load_json=SPECS):
-        """v5 adds the cluster id and node id the client means to reach."""
-
-    class ApiVersionsResponse(_kafka_python.ApiVersionsResponse, load_json=SPECS):
-        """kafka-python's behaviour kept: a v0 header, an error answer read as a v0 body."""
+ApiVersionsRequest, ApiVersionsResponse = message_classes(
+    "ApiVersions", 18, __name__, response_base=_kafka_python.ApiVersionsResponse)
 
 __all__ = ["ApiVersionsRequest", "ApiVersionsResponse"]

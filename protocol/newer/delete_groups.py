@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-from kafka.protocol.api_message import ApiMessage
+from protocol.newer import message_classes
 
-from protocol.newer import SPECS, keeping_kafka_python_registry
-
-with keeping_kafka_python_registry(42):
-
-    class DeleteGroupsRequest(ApiMessage, load_json=SPECS):
-        pass
-
-    class DeleteGroupsResponse(ApiMessage, load_json=SPECS):
-        pass
+DeleteGroupsRequest, DeleteGroupsResponse = message_classes("DeleteGroups", 42, __name__)
 
 __all__ = ["DeleteGroupsRequest", "DeleteGroupsResponse"]

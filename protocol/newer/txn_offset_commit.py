@@ -3,16 +3,8 @@ GenerationIdOrMemberEpoch), Kafka 4.4.0's spec."""
 
 from __future__ import annotations
 
-from kafka.protocol.api_message import ApiMessage
+from protocol.newer import message_classes
 
-from protocol.newer import SPECS, keeping_kafka_python_registry
-
-with keeping_kafka_python_registry(28):
-
-    class TxnOffsetCommitRequest(ApiMessage, load_json=SPECS):
-        pass
-
-    class TxnOffsetCommitResponse(ApiMessage, load_json=SPECS):
-        pass
+TxnOffsetCommitRequest, TxnOffsetCommitResponse = message_classes("TxnOffsetCommit", 28, __name__)
 
 __all__ = ["TxnOffsetCommitRequest", "TxnOffsetCommitResponse"]
