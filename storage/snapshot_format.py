@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
+from functools import cache
+from typing import Any
 
-import construct as c
 from crc32c import crc32c
 
 SNAPSHOT_VERSION = 1
@@ -27,26 +28,9 @@ SNAPSHOT_SUFFIX = ".snapshot"
 CRC_OFFSET = 2
 ENTRIES_OFFSET = 6  # the CRC covers the array count and the entries
 
-ProducerSnapshotEntry = c.Struct(
-    "producer_id" / c.Int64sb,
-    "epoch" / c.Int16sb,
-    "last_sequence" / c.Int32sb,
-    "last_offset" / c.Int64sb,
-    "offset_delta" / c.Int32sb,
-    "timestamp" / c.Int64sb,
-    "coordinator_epoch" / c.Int32sb,
-    "current_txn_first_offset" / c.Int64sb,
-)
-
-ProducerSnapshot = c.Struct(
-    "version" / c.Int16sb,
-    "crc" / c.Int32ub,
-    "producer_entries" / c.PrefixedArray(c.Int32sb, ProducerSnapshotEntry),
-)
-
 HEADER = struct.Struct(">hIi")  # version, crc, entry count
 ENTRY = struct.Struct(">qhiqiqiq")
-assert ENTRY.size == ProducerSnapshotEntry.sizeof() == 46
+assert ENTRY.size == 46
 assert HEADER.size == 10
 
 # (producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp, coordinator_epoch,
@@ -95,3 +79,33 @@ def snapshot_file_name(offset: int) -> str:
 
 def offset_from_file_name(name: str) -> int:
     return int(name[: name.index(".")])
+
+
+@cache
+def _construct_spec() -> dict[str, Any]:
+    """Built on first use: construct costs ~12 ms to import, and start-up needs only ``struct``."""
+    import construct as c
+
+    entry = c.Struct(
+        "producer_id" / c.Int64sb,
+        "epoch" / c.Int16sb,
+        "last_sequence" / c.Int32sb,
+        "last_offset" / c.Int64sb,
+        "offset_delta" / c.Int32sb,
+        "timestamp" / c.Int64sb,
+        "coordinator_epoch" / c.Int32sb,
+        "current_txn_first_offset" / c.Int64sb,
+    )
+    snapshot = c.Struct(
+        "version" / c.Int16sb,
+        "crc" / c.Int32ub,
+        "producer_entries" / c.PrefixedArray(c.Int32sb, entry),
+    )
+    return {"ProducerSnapshotEntry": entry, "ProducerSnapshot": snapshot}
+
+
+def __getattr__(name: str) -> Any:
+    """``ProducerSnapshot`` and ``ProducerSnapshotEntry``, the construct reference (PEP 562)."""
+    if name in ("ProducerSnapshot", "ProducerSnapshotEntry"):  # not on any other lookup (``__path__``)
+        return _construct_spec()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,20 @@ def test_snapshot_bytes_decoded_independently(tmp_path: Path) -> None:
     assert [
         dict((k, v) for k, v in e.items() if not k.startswith("_")) for e in parsed.producer_entries
     ] == entries
+
+
+def test_struct_layout_matches_the_construct_reference() -> None:
+    from storage.snapshot_format import ProducerSnapshotEntry
+
+    assert ENTRY.size == ProducerSnapshotEntry.sizeof() == 46
+
+
+def test_importing_the_format_does_not_import_construct() -> None:
+    """construct costs ~12 ms at start-up; the broker's snapshot path uses only struct."""
+    code = "import sys, broker.broker, storage.producer_state; print('construct' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "False"
 
 
 def test_empty_snapshot_is_ten_bytes() -> None:

@@ -177,7 +177,7 @@ def probe_kafka_api(host: str, port: int, timeout: float = 2.0, expect_broker: b
 
 
 def wait_for_kafka_api(bootstrap: str, timeout: float = 60.0, proc: subprocess.Popen | None = None,
-                       log: Path | None = None) -> dict:
+                       log: Path | None = None, interval: float = 0.1) -> dict:
     """Poll TCP connect + ApiVersions/Metadata until they succeed, the process dies, or timeout."""
     host, _, port = bootstrap.rpartition(":")
     deadline = time.monotonic() + timeout
@@ -190,7 +190,7 @@ def wait_for_kafka_api(bootstrap: str, timeout: float = 60.0, proc: subprocess.P
             return probe_kafka_api(host, int(port))
         except Exception as e:  # noqa: BLE001 - keep polling on anything
             last = e
-            time.sleep(0.1)
+            time.sleep(interval)
     raise KafkaReferenceError(f"{bootstrap} did not answer within {timeout}s: {last!r}\n{_tail(log)}")
 
 
@@ -220,6 +220,7 @@ class KafkaReference:
         self.port: int | None = None
         self.controller_port: int | None = None
         self.timings: dict[str, float] = {}
+        self.poll_interval = 0.1  # readiness polls; the benchmark polls every 10 ms, as for ours
 
     # -- fetch -------------------------------------------------------------------------------------
     @property
@@ -351,7 +352,7 @@ class KafkaReference:
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
                 start_new_session=True)
         atexit.register(self.stop)
-        wait_for_kafka_api(self.bootstrap, timeout=timeout, proc=self.proc, log=log)
+        wait_for_kafka_api(self.bootstrap, timeout=timeout, proc=self.proc, log=log, interval=self.poll_interval)
         self.timings["start"] = time.monotonic() - t
 
     def stop(self, timeout: float = 30.0) -> int | None:
