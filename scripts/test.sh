@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh Debian machine, then run the whole suite.
-# Installs: kcat (Debian), the project and its test extras (PyPI, into .venv), and the Java
+# Installs: kcat and Go if missing (Debian), the project and its test extras (PyPI, into .venv), and the Java
 # client scenarios + Apache Kafka reference jars (Maven Central, cached in ~/.m2 and ~/.cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,10 @@ need=()
 command -v kcat >/dev/null || need+=(kcat)
 command -v java >/dev/null || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || need+=(maven)
+# Go, for franz-go's own test suite (tests/test_franz_go.py): the machine's toolchain if it has one,
+# else Debian's (Go >= 1.21 fetches the toolchain tests/go/go.mod asks for from the module proxy).
+[[ -x /usr/local/go/bin/go ]] && export PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || need+=(golang-go)
 if ((${#need[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
