@@ -8,6 +8,7 @@ so the data directories stay self-describing.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.scram_credentials import Credentials, ScramCredential
 from protocol.errors import ErrorCode, KafkaError
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -70,6 +72,7 @@ class MetadataStore:
         self.path = self.dir / "topics.json"
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.scram: Credentials = {}  # AlterUserScramCredentials (Kafka's UserScramCredentialRecords)
 
     def load(self) -> None:
         if not self.path.exists():
@@ -79,6 +82,12 @@ class MetadataStore:
             info = TopicInfo(t["name"], uuid.UUID(t["id"]), int(t["partitions"]), dict(t.get("configs", {})))
             self.topics[info.name] = info
             self.by_id[info.topic_id] = info
+        b64 = base64.b64decode
+        self.scram = {
+            user: {int(m): ScramCredential(b64(c["salt"]), b64(c["stored_key"]), b64(c["server_key"]),
+                                           int(c["iterations"])) for m, c in by_mechanism.items()}
+            for user, by_mechanism in data.get("scram", {}).items()
+        }
 
     def _save(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -88,6 +97,12 @@ class MetadataStore:
                 {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
                 for t in self.topics.values()
             ],
+            "scram": {
+                user: {str(m): {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key),
+                                "server_key": _b64(c.server_key), "iterations": c.iterations}
+                       for m, c in by_mechanism.items()}
+                for user, by_mechanism in self.scram.items()
+            },
         }
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -173,3 +188,11 @@ class MetadataStore:
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
         self._save()
+
+    def set_scram(self, credentials: Credentials) -> None:
+        self.scram = credentials
+        self._save()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")

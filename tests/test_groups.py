@@ -672,7 +672,7 @@ def test_admin_apis_over_the_wire(broker, topic_name):
     assert (missing.error_code, missing.group_state) == (69, "Dead") and missing.error_message
     assert (found.error_code, found.group_state, found.protocol_type, found.protocol_data) == (
         0, "Stable", "consumer", "range")
-    assert found.authorized_operations == {3, 6, 8}
+    assert found.authorized_operations == {3, 6, 8, 10, 11}
 
     ListGroups = request_class(16)
     resp = raw_request(broker.bootstrap, 16, 5, ListGroups(states_filter=["empty"], types_filter=["classic"]))

@@ -17,8 +17,9 @@ Response = lazy_response(15)
 Described = Response.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
 
-# AclOperation codes a group supports: READ(3), DELETE(6), DESCRIBE(8).
-GROUP_OPERATIONS = frozenset({3, 6, 8})
+# AclOperation codes a group supports (AclEntry.supportedOperations(GROUP) in Kafka 4): READ(3),
+# DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11).
+GROUP_OPERATIONS = frozenset({3, 6, 8, 10, 11})
 
 
 @api(15, (0, 6))

@@ -24,7 +24,9 @@ ZERO_UUID = uuid.UUID(int=0)
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no authorizer.
 # (kafka-python models these int32 bitfields as sets of operation codes; None = not requested)
 TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
-CLUSTER_OPERATIONS = frozenset({4, 5, 7, 8, 9, 10, 11, 12})
+# CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE: Kafka's
+# AclEntry.supportedOperations(CLUSTER), all of them with no authorizer (no WRITE on the cluster).
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 
 
 def topic_entry(info: TopicInfo, node_id: int, with_ops: bool) -> Topic:

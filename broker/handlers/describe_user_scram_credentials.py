@@ -1,0 +1,23 @@
+"""DescribeUserScramCredentials (key 50), v0: the users' SCRAM mechanisms and iteration counts
+(never the keys), or all users for a null/empty list, as Kafka's ScramImage.describe answers."""
+
+from __future__ import annotations
+
+from broker import scram_credentials
+from broker.handlers.registry import api
+from protocol.messages import lazy_response
+
+Response = lazy_response(50)
+Result = Response.DescribeUserScramCredentialsResult
+Info = Result.CredentialInfo
+
+
+@api(50, (0, 0))
+def handle(ctx, req):
+    users = None if req.users is None else [u.name for u in req.users]
+    described = scram_credentials.describe(ctx.broker.metadata.scram, users)
+    return Response(throttle_time_ms=0, error_code=0, error_message="", results=[
+        Result(user=user, error_code=code, error_message=message,
+               credential_infos=[Info(mechanism=m, iterations=i) for m, i in infos])
+        for user, code, message, infos in described
+    ])
