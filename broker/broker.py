@@ -75,6 +75,7 @@ class Broker:
             Path(d).mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
         self.metadata.load()
+        self.apply_dynamic_configs()  # before the logs open: they take the broker-level defaults
         self.log_manager = LogManager(self.config.log_dirs, self.config.topic_defaults(),
                                       topic_overrides=self._topic_overrides,
                                       producer_state_config={
@@ -98,7 +99,7 @@ class Broker:
             from storage.cleaner import LogCleaner
 
             self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, self.config)
-            self._schedule(self.config.get("log.cleaner.backoff.ms"), self.log_cleaner.run)
+            self._schedule(lambda: self.log_cleaner.config.backoff_ms, self.log_cleaner.run)
         # issue 4: Kafka's PeriodicProducerExpirationCheck, for every partition
         self._schedule(self.config.get("producer.id.expiration.check.interval.ms"),
                        lambda: expire_idle_producers(self.log_manager))
@@ -122,6 +123,22 @@ class Broker:
         self.shutdown_hooks.insert(0, lambda broker: broker.txn_coordinator.shutdown())
         for hook in self.startup_hooks:
             await hook(self)
+
+    def apply_dynamic_configs(self) -> None:
+        """Layer the dynamic broker configs kept in the cluster metadata over the static ones and
+        hand the new values to what Kafka reconfigures in place (DynamicLogConfig, LogCleaner,
+        DynamicProducerStateManagerConfig). Thread pools, listeners, SSL/SASL and connection quotas
+        have no counterpart in this single-threaded PLAINTEXT broker: they are kept and reported."""
+        stored = self.metadata.broker_configs
+        self.config.set_dynamic(stored.get("", {}), stored.get(str(self.node_id), {}))
+        if self.log_manager is not None:
+            self.log_manager.update_broker_defaults(self.config.topic_defaults(), self._topic_overrides)
+            self.log_manager.update_producer_state_config(
+                producer_id_expiration_ms=self.config.get("producer.id.expiration.ms"))
+        if self.log_cleaner is not None:
+            from storage.cleaner import CleanerConfig
+
+            self.log_cleaner.reconfigure(CleanerConfig.from_broker_config(self.config))
 
     def _topic_overrides(self, topic: str) -> dict[str, str]:
         info = self.metadata.get(topic)
@@ -169,12 +186,13 @@ class Broker:
                     },
                 )
 
-    def _schedule(self, interval_ms: int, fn: Callable[..., object]) -> None:
-        interval = max(interval_ms, 10) / 1000
+    def _schedule(self, interval_ms: int | Callable[[], int], fn: Callable[..., object]) -> None:
+        """Run ``fn`` every ``interval_ms`` (read again each time when it is a callable: a dynamic config)."""
 
         async def loop() -> None:
             while True:
-                await asyncio.sleep(interval)
+                ms = interval_ms() if callable(interval_ms) else interval_ms
+                await asyncio.sleep(max(ms, 10) / 1000)
                 try:
                     result = fn()
                     if asyncio.iscoroutine(result):

@@ -185,20 +185,64 @@ def _convert(d: BrokerConfigDef, value: str) -> Any:
 
 
 class BrokerConfig:
-    """Resolved broker properties; values keep their Kafka types (int, bool, str)."""
+    """Resolved broker properties; values keep their Kafka types (int, bool, str).
+
+    Three layers, as Kafka's DynamicBrokerConfig has them, highest first: this broker's dynamic
+    configs, the cluster-wide dynamic defaults (both set with AlterConfigs and kept in the cluster
+    metadata), then the static properties; Kafka's defaults under all three.
+    """
 
     def __init__(self, props: Mapping[str, str] | None = None, *, sources: Mapping[str, str] | None = None) -> None:
         self.originals: dict[str, str] = dict(props or {})
         self.sources: dict[str, str] = dict(sources or {})
-        self._values: dict[str, Any] = {}
+        self._static: dict[str, Any] = {}
         for name, value in self.originals.items():
             d = BROKER_CONFIGS.get(name)
             if d is None:
                 continue
             try:
-                self._values[name] = _convert(d, value)
+                self._static[name] = _convert(d, value)
             except ValueError as e:
                 raise ValueError(f"Invalid value {value!r} for configuration {name}: {e}") from None
+        self.dynamic_default: dict[str, str] = {}
+        self.dynamic_broker: dict[str, str] = {}
+        self._values: dict[str, Any] = dict(self._static)
+
+    def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> None:
+        """Replace both dynamic layers (already validated by broker.dynamic_config)."""
+        self.dynamic_default, self.dynamic_broker = dict(cluster_default), dict(this_broker)
+        values = dict(self._static)
+        for layer in (self.dynamic_default, self.dynamic_broker):
+            for name, value in layer.items():
+                d = BROKER_CONFIGS.get(name)
+                if d is not None:
+                    values[name] = _convert(d, value)
+        self._values = values
+
+    def source_of(self, name: str) -> str:
+        if name in self.dynamic_broker:
+            return "DYNAMIC_BROKER_CONFIG"
+        if name in self.dynamic_default:
+            return "DYNAMIC_DEFAULT_BROKER_CONFIG"
+        if name in self._static:
+            return self.sources.get(name, "STATIC_BROKER_CONFIG")
+        return "DEFAULT_CONFIG"
+
+    def layers(self, name: str) -> list[tuple[Any, str]]:
+        """Every value ``name`` has, highest precedence first (DescribeConfigs synonyms)."""
+        out: list[tuple[Any, str]] = []
+        d = BROKER_CONFIGS.get(name)
+        for layer, source in ((self.dynamic_broker, "DYNAMIC_BROKER_CONFIG"),
+                              (self.dynamic_default, "DYNAMIC_DEFAULT_BROKER_CONFIG")):
+            if name in layer:
+                out.append((_convert(d, layer[name]) if d is not None else layer[name], source))
+        if name in self._static:
+            out.append((self._static[name], self.sources.get(name, "STATIC_BROKER_CONFIG")))
+        elif d is None and name in self.originals:
+            out.append((self.originals[name], self.sources.get(name, "STATIC_BROKER_CONFIG")))
+        if d is not None and d.default is not None:
+            out.append((d.default, "DEFAULT_CONFIG"))
+        return out
 
     @classmethod
     def load(
@@ -233,7 +277,10 @@ class BrokerConfig:
             return self._values[name]
         d = BROKER_CONFIGS.get(name)
         if d is None:
-            return self.originals.get(name)
+            for layer in (self.dynamic_broker, self.dynamic_default, self.originals):
+                if name in layer:
+                    return layer[name]
+            return None
         return d.default
 
     def is_set(self, name: str) -> bool:
@@ -349,12 +396,12 @@ class BrokerConfig:
             raise ValueError(f"advertised.listeners names {sorted(extra)} are not in listeners {sorted(names)}")
 
     def items(self) -> Iterable[tuple[str, Any, str]]:
-        """(name, value, source) for every known property, as DescribeConfigs lists them."""
-        for name, d in BROKER_CONFIGS.items():
-            if name in self._values:
-                yield name, self._values[name], self.sources.get(name, "STATIC_BROKER_CONFIG")
-            else:
-                yield name, d.default, "DEFAULT_CONFIG"
+        """(name, value, source) for every known property, and every other dynamically set one,
+        as DescribeConfigs lists them."""
+        for name in BROKER_CONFIGS:
+            yield name, self.get(name), self.source_of(name)
+        for name in sorted((self.dynamic_broker.keys() | self.dynamic_default.keys()) - BROKER_CONFIGS.keys()):
+            yield name, self.get(name), self.source_of(name)
 
 
 def parse_listeners(value: str) -> list[tuple[str, str, int]]:

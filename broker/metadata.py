@@ -73,6 +73,8 @@ class MetadataStore:
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self.scram: Credentials = {}  # AlterUserScramCredentials (Kafka's UserScramCredentialRecords)
+        # Dynamic broker configs (Kafka's BROKER ConfigRecords): "" = cluster default, "<id>" = a broker
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -82,6 +84,7 @@ class MetadataStore:
             info = TopicInfo(t["name"], uuid.UUID(t["id"]), int(t["partitions"]), dict(t.get("configs", {})))
             self.topics[info.name] = info
             self.by_id[info.topic_id] = info
+        self.broker_configs = {name: dict(configs) for name, configs in data.get("broker_configs", {}).items()}
         b64 = base64.b64decode
         self.scram = {
             user: {int(m): ScramCredential(b64(c["salt"]), b64(c["stored_key"]), b64(c["server_key"]),
@@ -97,6 +100,7 @@ class MetadataStore:
                 {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
                 for t in self.topics.values()
             ],
+            "broker_configs": self.broker_configs,
             "scram": {
                 user: {str(m): {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key),
                                 "server_key": _b64(c.server_key), "iterations": c.iterations}
@@ -187,6 +191,13 @@ class MetadataStore:
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
+        self._save()
+
+    def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.broker_configs[resource_name] = dict(configs)
+        else:
+            self.broker_configs.pop(resource_name, None)
         self._save()
 
     def set_scram(self, credentials: Credentials) -> None:

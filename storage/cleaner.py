@@ -1182,10 +1182,24 @@ class LogCleaner:
         self.cleanings = 0
         self._io_bytes = 0
         self._io_window_start = time.monotonic()
+        self._pending_config: CleanerConfig | None = None
 
     @classmethod
     def from_broker_config(cls, log_manager: LogManager, cfg: Any) -> LogCleaner:
         return cls(log_manager, CleanerConfig.from_broker_config(cfg))
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """New ``log.cleaner.*`` values (dynamic broker configs). Kafka restarts its cleaner threads;
+        here a cleaning in progress finishes with the old buffers and the next one uses these."""
+        self._pending_config = config
+        if self.in_progress is None:
+            self._apply_pending_config()
+
+    def _apply_pending_config(self) -> None:
+        config, self._pending_config = self._pending_config, None
+        if config is not None and config != self.config:
+            self.config = config
+            self.cleaner = Cleaner(config)
 
     # -- checkpoints
 
@@ -1344,6 +1358,7 @@ class LogCleaner:
         cleaned = 0
         seen: set[tuple[str, int]] = set()
         while True:
+            self._apply_pending_config()
             now = self.clock_ms()
             ltc = self.grab_filthiest(now, seen)
             if ltc is None:

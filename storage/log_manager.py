@@ -115,6 +115,20 @@ class LogManager:
         for (t, _), plog in self._logs.items():
             plog.update_config(self.config_for(overrides_of(t)))
 
+    def update_producer_state_config(self, **config: int) -> None:
+        """New ProducerStateManager settings (``producer_id_expiration_ms``, a dynamic broker
+        config in Kafka): for the logs opened from now on and for every open one."""
+        from storage.producer_state import ProducerStateLogListener
+
+        self.producer_state_config.update(config)
+        for plog in self._logs.values():
+            try:
+                manager = ProducerStateLogListener.of(plog).manager
+            except LookupError:
+                continue
+            for name, value in config.items():
+                setattr(manager, name, value)
+
     # --- start-up ------------------------------------------------------------------------------
 
     def _lock_dir(self, d: str) -> None:

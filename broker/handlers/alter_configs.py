@@ -1,18 +1,21 @@
 """AlterConfigs (key 33), v0-2: the legacy, non-incremental form.
 
-The request's config list REPLACES the topic's whole override set (Kafka's semantics, which is
-why IncrementalAlterConfigs exists); kafka-python's admin ``alter_configs`` uses it. Broker
-configs are static here: INVALID_REQUEST.
+The request's config list REPLACES the resource's whole set (Kafka's semantics, which is why
+IncrementalAlterConfigs exists); kafka-python's admin ``alter_configs`` uses it. For a topic, its
+overrides; for a broker (its id, or "" for the cluster default), its dynamic configs
+(broker.dynamic_config).
 """
 
 from __future__ import annotations
 
+from broker import dynamic_config
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
 
 Response = lazy_response(33)
 Result = Response.AlterConfigsResourceResponse
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 
 
 @api(33, (0, 2))
@@ -22,9 +25,16 @@ def handle(ctx, req):
     for r in req.resources:
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
-            if r.resource_type != 2:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 "Only topic configs can be altered on this broker (broker configs are static)")
+            if r.resource_type == RESOURCE_BROKER:
+                configs = {c.name: c.value for c in r.configs}
+                nulls = [n for n, v in configs.items() if v is None]
+                if nulls:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {nulls[0]}")
+                dynamic_config.alter(broker, r.resource_name, configs, req.validate_only)
+                results.append(Result(error_code=0, error_message=None, **base))
+                continue
+            if r.resource_type != RESOURCE_TOPIC:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
             if broker.metadata.get(r.resource_name) is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist")
             configs = {c.name: c.value for c in r.configs}

@@ -1,14 +1,17 @@
 """DescribeConfigs (key 32), v1-4, for topics (type 2) and this broker (type 4).
 
 Topic values resolve as Kafka does: the topic override (TOPIC_CONFIG), else the broker
-property it derives from when set (STATIC_BROKER_CONFIG), else Kafka's default
-(DEFAULT_CONFIG); ``include_synonyms`` lists that chain.
+property it derives from when set (this broker's dynamic config, the cluster's dynamic default,
+then the static property), else Kafka's default (DEFAULT_CONFIG); ``include_synonyms`` lists
+that chain. Broker values list the same layers, and the cluster-default resource ("") lists the
+dynamic defaults that are set.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from broker import dynamic_config
 from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
 from broker.metadata import validate_topic_name
@@ -25,8 +28,18 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 SOURCE_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCES = {"DYNAMIC_BROKER_CONFIG": SOURCE_DYNAMIC_BROKER, "DYNAMIC_DEFAULT_BROKER_CONFIG": SOURCE_DYNAMIC_DEFAULT,
+           "STATIC_BROKER_CONFIG": SOURCE_STATIC_BROKER, "DEFAULT_CONFIG": SOURCE_DEFAULT}
+# DynamicBrokerConfig.brokerConfigSynonyms: the names one value can be given by, most specific first
+_FAMILIES = (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+             ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+             ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+BROKER_SYNONYMS = {name: family for family in _FAMILIES for name in family}
+_LAYERS = ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG", "STATIC_BROKER_CONFIG", "DEFAULT_CONFIG")
 CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
                 "class": 8, "password": 9}
 
@@ -50,40 +63,63 @@ def _fmt(value) -> str | None:
     return str(value)
 
 
+def config_synonyms(config, name: str, family: tuple[str, ...], sensitive: bool = False) -> list:
+    """ConfigHelper.configSynonyms: the family's values layer by layer (this broker's dynamic
+    configs, the cluster's dynamic defaults, the static properties, Kafka's defaults), then
+    everything before the first entry for ``name`` dropped (log.retention.hours alone for itself,
+    but under log.retention.ms when that is set)."""
+    by_name = {n: {src: v for v, src in config.layers(n)} for n in family}
+    out = [(n, None if sensitive else _fmt(by_name[n][src]), SOURCES[src])
+           for src in _LAYERS for n in family if src in by_name[n]]
+    while out and out[0][0] != name:
+        out.pop(0)
+    return out
+
+
 def topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]:
-    """Kafka's ConfigHelper.createTopicConfigEntry: synonyms list the topic override, each broker
-    property it derives from that is set, then the primary broker property's default if it has
-    one (log.roll.ms, log.retention.ms ... default to null and are not listed)."""
+    """Kafka's ConfigHelper.createTopicConfigEntry: the topic override, then the synonyms of the
+    broker property the config derives from; the source is the first synonym's."""
     defaults = broker.config.topic_defaults()
     out = []
     for name, d in TOPIC_CONFIGS.items():
-        synonyms: list[tuple[str, str | None, int]] = []
-        if name in overrides:
-            synonyms.append((name, overrides[name], SOURCE_TOPIC))
         broker_names = d.broker_synonyms or ((d.broker_synonym,) if d.broker_synonym else ())
-        set_names = [n for n in broker_names if broker.config.is_set(n)]
-        synonyms += [(n, _fmt(broker.config.get(n)), SOURCE_STATIC_BROKER) for n in set_names]
-        primary = BROKER_CONFIGS.get(broker_names[0]) if broker_names else None
-        if primary is not None and primary.default is not None:  # as Kafka: null defaults are not listed
-            synonyms.append((primary.name, _fmt(primary.default), SOURCE_DEFAULT))
-        default = format_config_value(name, d.default)
+        synonyms = config_synonyms(broker.config, broker_names[0], broker_names) if broker_names else []
         if name in overrides:
-            value, source = overrides[name], SOURCE_TOPIC
-        elif set_names:
-            value, source = defaults.get(name, default), SOURCE_STATIC_BROKER
+            synonyms.insert(0, (name, overrides[name], SOURCE_TOPIC))
+            value = overrides[name]
         else:
-            value, source = defaults.get(name, default), SOURCE_DEFAULT
+            value = defaults.get(name, format_config_value(name, d.default))
+        source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
         out.append(ConfigValue(name, _fmt(value), source, d.type, False, False, synonyms))
     return out
 
 
 def broker_config_entries(broker) -> list[ConfigValue]:
+    """ConfigHelper.createBrokerConfigEntry: the value of the name itself, the source of the first
+    synonym (its family's layers, highest first); read-only unless Kafka can change it dynamically."""
+    config = broker.config
     out = []
-    for name, value, source in broker.config.items():
-        d = BROKER_CONFIGS[name]
-        src = SOURCE_STATIC_BROKER if source != "DEFAULT_CONFIG" else SOURCE_DEFAULT
-        out.append(ConfigValue(name, _fmt(value), src, d.type, d.read_only, d.sensitive,
-                               [(name, _fmt(value), src)]))
+    for name, value, _source in config.items():
+        d = BROKER_CONFIGS.get(name)
+        sensitive = (d is not None and d.sensitive) or dynamic_config.is_sensitive(name)
+        synonyms = config_synonyms(config, name, BROKER_SYNONYMS.get(name, (name,)), sensitive)
+        source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
+        kind = d.type if d is not None else dynamic_config.KAFKA_BROKER_CONFIGS.get(name, ("string",))[0]
+        out.append(ConfigValue(name, None if sensitive else _fmt(value), source, kind,
+                               name not in dynamic_config.DYNAMIC, sensitive, synonyms))
+    return out
+
+
+def cluster_default_entries(broker) -> list[ConfigValue]:
+    """The cluster-default resource ("") lists only the dynamic defaults that are set."""
+    out = []
+    for name, value in sorted(broker.config.dynamic_default.items()):
+        d = BROKER_CONFIGS.get(name)
+        sensitive = dynamic_config.is_sensitive(name)
+        kind = d.type if d is not None else dynamic_config.KAFKA_BROKER_CONFIGS.get(name, ("string",))[0]
+        shown = None if sensitive else value
+        out.append(ConfigValue(name, shown, SOURCE_DYNAMIC_DEFAULT, kind, name not in dynamic_config.DYNAMIC,
+                               sensitive, [(name, shown, SOURCE_DYNAMIC_DEFAULT)]))
     return out
 
 
@@ -125,9 +161,7 @@ def handle(ctx, req):
                                       error_message=f"Unexpected broker id, expected {broker.node_id} but received "
                                                     f"{r.resource_name}", configs=[], **base))
                 continue
-            # The empty name is the cluster-wide default resource: Kafka lists only the dynamically set
-            # cluster defaults there, and this broker has no dynamic broker configs.
-            values = broker_config_entries(broker) if r.resource_name else []
+            values = broker_config_entries(broker) if r.resource_name else cluster_default_entries(broker)
         elif r.resource_type == RESOURCE_BROKER_LOGGER:
             values = []
         else:

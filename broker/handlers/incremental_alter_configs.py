@@ -1,12 +1,13 @@
-"""IncrementalAlterConfigs (key 44), v0-1, for topic configs.
+"""IncrementalAlterConfigs (key 44), v0-1, for topic configs and dynamic broker configs.
 
 Operations: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) for list-typed configs. The new
-set is validated as a whole before anything changes; ``validate_only`` changes nothing. Broker
-configs are static here: altering them answers INVALID_REQUEST.
+set is validated as a whole before anything changes; ``validate_only`` changes nothing. A broker
+resource is this broker's id, or "" for the cluster-wide default (broker.dynamic_config).
 """
 
 from __future__ import annotations
 
+from broker import dynamic_config
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
@@ -15,6 +16,45 @@ from storage.log_config import TOPIC_CONFIGS, format_config_value
 Response = lazy_response(44)
 Result = Response.AlterConfigsResourceResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+
+
+def _check_keys(ops) -> None:
+    """KafkaApis: one operation per key, and SET needs a value."""
+    names = [op.name for op in ops]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    for op in ops:
+        if op.config_operation == SET and op.value is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {op.name}")
+
+
+def apply_broker_ops(broker, current: dict[str, str], ops) -> dict[str, str]:
+    """A broker resource's new dynamic set. APPEND/SUBTRACT start from the effective value, as
+    Kafka's ConfigAdminManager does, and only list-typed configs take them."""
+    configs = dict(current)
+    for op in ops:
+        if op.config_operation == SET:
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if not dynamic_config.is_list(op.name):
+                verb = "append" if op.config_operation == APPEND else "subtract"
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Config value {verb} is not allowed for config key: {op.name}")
+            effective = configs.get(op.name, broker.config.get(op.name))
+            text = ",".join(effective) if isinstance(effective, list | tuple) else str(effective or "")
+            items = [v.strip() for v in text.split(",") if v.strip()]
+            values = [v.strip() for v in (op.value or "").split(",") if v.strip()]
+            if op.config_operation == APPEND:
+                items += [v for v in values if v not in items]
+            else:
+                items = [v for v in items if v not in values]
+            configs[op.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation}")
+    return configs
 
 
 def apply_ops(current: dict[str, str], ops) -> dict[str, str]:
@@ -52,9 +92,16 @@ def handle(ctx, req):
     for r in req.resources:
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
-            if r.resource_type != 2:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 "Only topic configs can be altered on this broker (broker configs are static)")
+            _check_keys(r.configs)
+            if r.resource_type == RESOURCE_BROKER:
+                dynamic_config.resource_is_this_broker(r.resource_name, broker.node_id)
+                current = broker.metadata.broker_configs.get(r.resource_name, {})
+                dynamic_config.alter(broker, r.resource_name, apply_broker_ops(broker, current, r.configs),
+                                     req.validate_only)
+                results.append(Result(error_code=0, error_message=None, **base))
+                continue
+            if r.resource_type != RESOURCE_TOPIC:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
             info = broker.metadata.get(r.resource_name)
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist")
