@@ -75,7 +75,15 @@ class Broker:
             Path(d).mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
         self.metadata.load()
-        self.apply_dynamic_configs()  # before the logs open: they take the broker-level defaults
+        try:  # before the logs open: they take the broker-level defaults
+            from broker.dynamic_config import check_stored
+
+            check_stored(self)
+            self.apply_dynamic_configs()
+        except Exception:  # noqa: BLE001 - as Kafka: log it and start on the static configs
+            log.exception("dynamic broker configs could not be applied; starting with the static configs",
+                          stored=self.metadata.broker_configs)
+            self.config.set_dynamic({}, {})
         self.log_manager = LogManager(self.config.log_dirs, self.config.topic_defaults(),
                                       topic_overrides=self._topic_overrides,
                                       producer_state_config={

@@ -97,6 +97,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("queued.max.requests", "int", 500),
     ("num.network.threads", "int", 3),
     ("num.io.threads", "int", 8),
+    ("background.threads", "int", 10),
+    ("num.replica.fetchers", "int", 1),
+    ("num.recovery.threads.per.data.dir", "int", 2),
     ("connections.max.idle.ms", "long", 600000),
     ("offsets.topic.num.partitions", "int", 50),
     ("offsets.topic.replication.factor", "short", 3),
@@ -209,8 +212,15 @@ class BrokerConfig:
         self._values: dict[str, Any] = dict(self._static)
 
     def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> None:
-        """Replace both dynamic layers (already validated by broker.dynamic_config)."""
-        self.dynamic_default, self.dynamic_broker = dict(cluster_default), dict(this_broker)
+        """Replace both dynamic layers (validated by broker.dynamic_config). Only names Kafka can change
+        dynamically take effect; names only this broker has (transaction.version, metrics.port) are
+        unknown to Kafka, which keeps and ignores them, and so do we."""
+        from broker.dynamic_config import DYNAMIC
+
+        def effective(layer: Mapping[str, str]) -> dict[str, str]:
+            return {n: v for n, v in layer.items() if n in DYNAMIC or n not in BROKER_CONFIGS}
+
+        self.dynamic_default, self.dynamic_broker = effective(cluster_default), effective(this_broker)
         values = dict(self._static)
         for layer in (self.dynamic_default, self.dynamic_broker):
             for name, value in layer.items():

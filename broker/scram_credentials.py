@@ -98,6 +98,9 @@ def alter(current: Mapping[str, Mapping[int, ScramCredential]], deletions: Itera
             del updated[name]
         results.append((name, ErrorCode.NONE, None))
     for name, u in to_upsert.items():
+        if not u.salted_password:  # Java's SecretKeySpec refuses an empty key: an unexpected error in Kafka
+            results.append((name, ErrorCode.UNKNOWN_SERVER_ERROR, None))
+            continue
         updated.setdefault(name, {})[u.mechanism] = derive(u.mechanism, bytes(u.salt), bytes(u.salted_password),
                                                            u.iterations)
         results.append((name, ErrorCode.NONE, None))

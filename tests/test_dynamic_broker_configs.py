@@ -5,6 +5,8 @@ tests/differential/test_dynamic_broker_configs.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
@@ -98,3 +100,31 @@ def test_validation_rules() -> None:
     assert dynamic_config.resource_is_this_broker("", 1) is False
     with pytest.raises(KafkaError, match="Unexpected broker id, expected 1, but received 2"):
         dynamic_config.resource_is_this_broker("2", 1)
+
+
+def test_refused_values_keep_the_broker_startable(fresh_broker) -> None:
+    """Values Kafka refuses are refused before anything is kept; and a stored set that no longer
+    applies (an older version's, edited by hand) is logged and skipped at start, as Kafka does."""
+    import json
+
+    b = fresh_broker.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for name, value in [("log.cleaner.dedupe.buffer.size", "0"), ("listeners", "garbage"),
+                        ("log.cleaner.threads", "0"), ("num.io.threads", "0")]:
+        with pytest.raises(KafkaException):
+            _alter(admin, AlterConfigOpType.SET, name, value)
+    del admin
+    assert b.stop() == 0
+    meta = Path(b.data_dir) / "__cluster_metadata" / "topics.json"
+    data = json.loads(meta.read_text()) if meta.exists() else {"version": 1, "topics": []}
+    assert data.get("broker_configs", {}) == {}
+    meta.parent.mkdir(parents=True, exist_ok=True)
+    data["broker_configs"] = {"1": {"log.cleaner.dedupe.buffer.size": "0", "message.max.bytes": "100"}}
+    with open(meta, "w") as f:
+        json.dump(data, f)
+    b.start()
+    res = ConfigResource(ResourceType.BROKER, "1")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept alive until the answer arrives
+    configs = admin.describe_configs([res])[res].result(15)
+    assert configs["message.max.bytes"].value == "1048588"  # the static value: the stored set was skipped
+    assert "dynamic broker configs could not be applied" in b.log_tail(200)

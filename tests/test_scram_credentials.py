@@ -50,6 +50,9 @@ def test_alter_rules_without_a_broker() -> None:
     assert sc.describe(store, []) == [("a", 0, "", [(2, 4096)])]
     store, results = sc.alter(store, [Ns(name="a", mechanism=2)], [])
     assert results == [("a", 0, None)] and store == {}
+    # an empty salted password is no key at all (Kafka: an unexpected error, nothing stored)
+    store, results = sc.alter({}, [], [Ns(name="c", mechanism=1, iterations=4096, salt=b"s", salted_password=b"")])
+    assert results == [("c", -1, None)] and store == {}
 
 
 def test_admin_client_credentials_survive_restart(fresh_broker) -> None:

@@ -26,6 +26,8 @@ def handle(ctx, req):
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
             if r.resource_type == RESOURCE_BROKER:
+                if len({c.name for c in r.configs}) != len(r.configs):
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
                 configs = {c.name: c.value for c in r.configs}
                 nulls = [n for n, v in configs.items() if v is None]
                 if nulls:

@@ -9,6 +9,7 @@ dynamic defaults that are set.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from broker import dynamic_config
@@ -101,10 +102,14 @@ def broker_config_entries(broker) -> list[ConfigValue]:
     out = []
     for name, value, _source in config.items():
         d = BROKER_CONFIGS.get(name)
-        sensitive = (d is not None and d.sensitive) or dynamic_config.is_sensitive(name)
-        synonyms = config_synonyms(config, name, BROKER_SYNONYMS.get(name, (name,)), sensitive)
+        sensitive = d.sensitive if d is not None else dynamic_config.is_sensitive(name)
+        family = BROKER_SYNONYMS.get(name, (name,))
+        base = dynamic_config.LISTENER_CONFIG.fullmatch(name)
+        if base:  # listener.name.<l>.<config>: the base config's values follow (brokerConfigSynonyms)
+            family = (name, base.group(1))
+        synonyms = config_synonyms(config, name, family, sensitive)
         source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
-        kind = d.type if d is not None else dynamic_config.KAFKA_BROKER_CONFIGS.get(name, ("string",))[0]
+        kind = d.type if d is not None else (dynamic_config.kind_of(name) or "unknown")
         out.append(ConfigValue(name, None if sensitive else _fmt(value), source, kind,
                                name not in dynamic_config.DYNAMIC, sensitive, synonyms))
     return out
@@ -115,8 +120,8 @@ def cluster_default_entries(broker) -> list[ConfigValue]:
     out = []
     for name, value in sorted(broker.config.dynamic_default.items()):
         d = BROKER_CONFIGS.get(name)
-        sensitive = dynamic_config.is_sensitive(name)
-        kind = d.type if d is not None else dynamic_config.KAFKA_BROKER_CONFIGS.get(name, ("string",))[0]
+        sensitive = d.sensitive if d is not None else dynamic_config.is_sensitive(name)
+        kind = d.type if d is not None else (dynamic_config.kind_of(name) or "unknown")
         shown = None if sensitive else value
         out.append(ConfigValue(name, shown, SOURCE_DYNAMIC_DEFAULT, kind, name not in dynamic_config.DYNAMIC,
                                sensitive, [(name, shown, SOURCE_DYNAMIC_DEFAULT)]))
@@ -135,6 +140,17 @@ def _entries(values: list[ConfigValue], keys, version: int, synonyms: bool) -> l
         for v in values
         if wanted is None or v.name in wanted
     ]
+
+
+def _broker_name_error(name: str, node_id: int) -> str | None:
+    """ConfigHelper: "" is the cluster default; else an integer (Integer.parseInt) that is this node."""
+    if name == "":
+        return None
+    if not re.fullmatch(r"[+-]?\d+", name):
+        return f"Broker id must be an integer, but it is: {name}"
+    if int(name) != node_id:
+        return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
+    return None
 
 
 @api(32, (1, 4))
@@ -156,10 +172,9 @@ def handle(ctx, req):
                 continue
             values = topic_config_entries(broker, info.configs)
         elif r.resource_type == RESOURCE_BROKER:
-            if r.resource_name not in ("", str(broker.node_id)):
-                results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
-                                      error_message=f"Unexpected broker id, expected {broker.node_id} but received "
-                                                    f"{r.resource_name}", configs=[], **base))
+            error = _broker_name_error(r.resource_name, broker.node_id)
+            if error is not None:
+                results.append(Result(error_code=ErrorCode.INVALID_REQUEST, error_message=error, configs=[], **base))
                 continue
             values = broker_config_entries(broker) if r.resource_name else cluster_default_entries(broker)
         elif r.resource_type == RESOURCE_BROKER_LOGGER:
@@ -168,7 +183,7 @@ def handle(ctx, req):
             results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
                                   error_message=f"Unsupported resource type {r.resource_type}", configs=[], **base))
             continue
-        results.append(Result(error_code=0, error_message=None,
+        results.append(Result(error_code=0, error_message="",
                               configs=_entries(values, r.configuration_keys, ctx.api_version,
                                                bool(getattr(req, "include_synonyms", False))), **base))
     return Response(throttle_time_ms=0, results=results)

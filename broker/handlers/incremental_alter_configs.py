@@ -8,6 +8,7 @@ resource is this broker's id, or "" for the cluster-wide default (broker.dynamic
 from __future__ import annotations
 
 from broker import dynamic_config
+from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
@@ -39,12 +40,16 @@ def apply_broker_ops(broker, current: dict[str, str], ops) -> dict[str, str]:
         elif op.config_operation == DELETE:
             configs.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
+            if not dynamic_config.is_known(op.name):
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {op.name}")
             if not dynamic_config.is_list(op.name):
                 verb = "append" if op.config_operation == APPEND else "subtract"
                 raise KafkaError(ErrorCode.INVALID_CONFIG,
                                  f"Config value {verb} is not allowed for config key: {op.name}")
-            effective = configs.get(op.name, broker.config.get(op.name))
-            text = ",".join(effective) if isinstance(effective, list | tuple) else str(effective or "")
+            # the resource's own value, else Kafka's default (not another layer's value): the
+            # controller's getParts
+            d = BROKER_CONFIGS.get(op.name)
+            text = configs.get(op.name, "" if d is None or d.default is None else str(d.default))
             items = [v.strip() for v in text.split(",") if v.strip()]
             values = [v.strip() for v in (op.value or "").split(",") if v.strip()]
             if op.config_operation == APPEND:
@@ -53,7 +58,7 @@ def apply_broker_ops(broker, current: dict[str, str], ops) -> dict[str, str]:
                 items = [v for v in items if v not in values]
             configs[op.name] = ",".join(items)
         else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation}")
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.config_operation}")
     return configs
 
 
@@ -81,7 +86,7 @@ def apply_ops(current: dict[str, str], ops) -> dict[str, str]:
                 items = [v for v in items if v not in values]
             configs[op.name] = ",".join(items)
         else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation}")
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.config_operation}")
     return configs
 
 
@@ -89,9 +94,13 @@ def apply_ops(current: dict[str, str], ops) -> dict[str, str]:
 def handle(ctx, req):
     broker = ctx.broker
     results = []
+    seen = [(r.resource_type, r.resource_name) for r in req.resources]
+    repeated = {key for key in seen if seen.count(key) > 1}
     for r in req.resources:
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
+            if (r.resource_type, r.resource_name) in repeated:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             _check_keys(r.configs)
             if r.resource_type == RESOURCE_BROKER:
                 dynamic_config.resource_is_this_broker(r.resource_name, broker.node_id)

@@ -34,6 +34,28 @@ def _legacy(c, name: str, configs: dict[str, str]) -> tuple:
     return r.error_code, r.error_message
 
 
+def _legacy_dup(c, name: str) -> tuple:
+    req = build(AlterConfigsRequest, 2, validate_only=True, resources=[dict(
+        resource_type=BROKER, resource_name=name,
+        configs=[dict(name="log.retention.ms", value="1"), dict(name="log.retention.ms", value="2")])])
+    (r,) = c.send(req, 2).responses
+    return r.error_code, r.error_message
+
+
+def _same_resource_twice(c, name: str) -> list:
+    one = dict(resource_type=BROKER, resource_name=name,
+               configs=[dict(name="log.retention.ms", config_operation=SET, value="1000")])
+    r = c.send(build(IncrementalAlterConfigsRequest, 1, validate_only=True, resources=[one, one]), 1)
+    return [(x.error_code, x.error_message) for x in r.responses]
+
+
+def _describe_error(c, name: str) -> tuple:
+    req = build(DescribeConfigsRequest, 4, include_synonyms=False, include_documentation=False,
+                resources=[dict(resource_type=BROKER, resource_name=name, configuration_keys=["num.partitions"])])
+    (r,) = c.send(req, 4).results
+    return r.error_code, r.error_message, [(e.name, e.value) for e in r.configs]
+
+
 def _describe(c, rtype: int, name: str, keys: list[str]) -> dict:
     req = build(DescribeConfigsRequest, 4, include_synonyms=True, include_documentation=False,
                 resources=[dict(resource_type=rtype, resource_name=name, configuration_keys=keys)])
@@ -71,6 +93,22 @@ def test_errors_for_broker_resources(pair):
                 _inc(c, me, [("ssl.keystore.location", SET, "/x")]),
                 _inc(c, me, [("log.retention.bytes", DELETE, None)]),  # deleting what is not set: fine
                 _legacy(c, me, {"num.partitions": "2"}),
+                # ranges and the reconfiguration checks (validate_only: nothing is kept either way)
+                *[_inc(c, me, [(n, SET, v)], validate_only=True) for n, v in [
+                    ("num.io.threads", "0"), ("num.io.threads", "1000"), ("num.io.threads", "2"),
+                    ("num.io.threads", "1_0"), ("log.cleaner.threads", "0"), ("log.cleaner.threads", "100"),
+                    ("log.cleaner.dedupe.buffer.size", "0"), ("log.cleaner.backoff.ms", "-1"),
+                    ("producer.id.expiration.ms", "0"), ("producer.id.expiration.ms", "99999999999"),
+                    ("background.threads", "0"), ("num.network.threads", "100"), ("max.connections", "-1"),
+                    ("message.max.bytes", "-1"), ("log.index.size.max.bytes", "1"), ("log.roll.ms", "0"),
+                    ("unstable.api.versions.enable", "true"), ("log.cleanup.policy", "foo"),
+                    ("log.retention.bytes", "-5"), ("log.flush.interval.messages", "1")]],
+                _inc(c, me, [("foo.bar", APPEND, "x")], validate_only=True),
+                _inc(c, me, [("log.retention.ms", 7, "x")], validate_only=True),
+                _inc(c, " " + me, [("log.retention.ms", SET, "1000")], validate_only=True),
+                _legacy_dup(c, me),
+                _same_resource_twice(c, me),
+                *[_describe_error(c, name) for name in ("abc", str(t.node_id + 1), "0" + me)],
             ]
 
     k, o = pair.run(scenario)
@@ -118,4 +156,27 @@ def test_set_describe_and_inherit(pair):
                                                                   ("log.retention.hours", "168", 5)])
     assert k["topic"]["retention.ms"][2] == 2
     assert k["topic after"]["retention.ms"][:3] == ("2000", False, 3)
+    assert o == k
+
+
+def test_unknown_names_are_kept_hidden_and_layers_append_from_their_own_value(pair):
+    def scenario(t):
+        me = str(t.node_id)
+        with t.client() as c:
+            try:
+                out = [_inc(c, me, [("my.custom.secret", SET, "hunter2")]),
+                       _inc(c, "", [("log.cleanup.policy", SET, "compact")]),
+                       _inc(c, me, [("log.cleanup.policy", APPEND, "delete")])]
+                out.append(_until(lambda: _describe(c, BROKER, me, ["my.custom.secret", "log.cleanup.policy"]),
+                                  lambda d: "my.custom.secret" in d and d["log.cleanup.policy"][2] == 2))
+            finally:
+                _legacy(c, me, {})
+                _inc(c, "", [("log.cleanup.policy", DELETE, None)])
+                _until(lambda: _describe(c, BROKER, me, ["log.cleanup.policy"]),
+                       lambda d: d["log.cleanup.policy"][2] == 5)
+            return out
+
+    k, o = pair.run(scenario)
+    assert k[3]["my.custom.secret"][0] is None  # unknown type: treated as sensitive
+    assert k[3]["log.cleanup.policy"][0] == "delete"  # APPEND started from this broker's own (unset) value
     assert o == k
