@@ -33,7 +33,7 @@ PER_BROKER = SSL_RECONFIGURABLE | frozenset(
                                                "principal.builder.class")
 )
 LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
-_INT = re.compile(r"[+-]?\d+")
+INTEGER = re.compile(r"[+-]?\d+")
 _DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
 _BOUNDS = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 # Internal static configs DescribeConfigs does not list (so not in the catalogue)
@@ -56,7 +56,7 @@ def resource_is_this_broker(resource_name: str, node_id: int) -> bool:
     """True for this broker's resource, False for the cluster default (""); else Kafka's error."""
     if resource_name == "":
         return False
-    if not _INT.fullmatch(resource_name):  # Integer.parseInt: no spaces, no underscores
+    if not INTEGER.fullmatch(resource_name):  # Integer.parseInt: no spaces, no underscores
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {resource_name}")
     requested = int(resource_name)
     if requested != node_id:
@@ -87,7 +87,7 @@ def _check_type(name: str, value: str) -> None:
 
     if kind in _BOUNDS:
         lo, hi = _BOUNDS[kind]
-        if not _INT.fullmatch(v) or not lo <= int(v) <= hi:
+        if not INTEGER.fullmatch(v) or not lo <= int(v) <= hi:
             raise invalid(f"Not a number of type {kind.upper()}")
         minimum = AT_LEAST.get(_base(name))
         if minimum is not None and int(v) < minimum:

@@ -9,7 +9,6 @@ dynamic defaults that are set.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from broker import dynamic_config
@@ -146,7 +145,7 @@ def _broker_name_error(name: str, node_id: int) -> str | None:
     """ConfigHelper: "" is the cluster default; else an integer (Integer.parseInt) that is this node."""
     if name == "":
         return None
-    if not re.fullmatch(r"[+-]?\d+", name):
+    if not dynamic_config.INTEGER.fullmatch(name):
         return f"Broker id must be an integer, but it is: {name}"
     if int(name) != node_id:
         return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"

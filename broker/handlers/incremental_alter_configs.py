@@ -7,6 +7,8 @@ resource is this broker's id, or "" for the cluster-wide default (broker.dynamic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from broker import dynamic_config
 from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
@@ -30,26 +32,19 @@ def _check_keys(ops) -> None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {op.name}")
 
 
-def apply_broker_ops(broker, current: dict[str, str], ops) -> dict[str, str]:
-    """A broker resource's new dynamic set. APPEND/SUBTRACT start from the effective value, as
-    Kafka's ConfigAdminManager does, and only list-typed configs take them."""
+def _apply(current: dict[str, str], ops, check: Callable[[object], None],
+           list_default: Callable[[str], str]) -> dict[str, str]:
+    """The operations in order; ``check(op)`` refuses what the resource type does not take, and
+    APPEND/SUBTRACT start from the resource's own value, else ``list_default(name)``."""
     configs = dict(current)
     for op in ops:
+        check(op)
         if op.config_operation == SET:
             configs[op.name] = op.value
         elif op.config_operation == DELETE:
             configs.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
-            if not dynamic_config.is_known(op.name):
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {op.name}")
-            if not dynamic_config.is_list(op.name):
-                verb = "append" if op.config_operation == APPEND else "subtract"
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Config value {verb} is not allowed for config key: {op.name}")
-            # the resource's own value, else Kafka's default (not another layer's value): the
-            # controller's getParts
-            d = BROKER_CONFIGS.get(op.name)
-            text = configs.get(op.name, "" if d is None or d.default is None else str(d.default))
+            text = configs.get(op.name, list_default(op.name))
             items = [v.strip() for v in text.split(",") if v.strip()]
             values = [v.strip() for v in (op.value or "").split(",") if v.strip()]
             if op.config_operation == APPEND:
@@ -62,32 +57,37 @@ def apply_broker_ops(broker, current: dict[str, str], ops) -> dict[str, str]:
     return configs
 
 
-def apply_ops(current: dict[str, str], ops) -> dict[str, str]:
-    configs = dict(current)
-    for op in ops:
+def apply_topic_ops(current: dict[str, str], ops) -> dict[str, str]:
+    """A topic's new overrides: topic config names only; lists start from Kafka's default."""
+
+    def check(op) -> None:
         d = TOPIC_CONFIGS.get(op.name)
         if d is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}")
-        if op.config_operation == SET:
-            if op.value is None:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {op.name}")
-            configs[op.name] = op.value
-        elif op.config_operation == DELETE:
-            configs.pop(op.name, None)
-        elif op.config_operation in (APPEND, SUBTRACT):
-            if d.type != "list":
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Config value append is not allowed for config key: {op.name}")
-            items = [v for v in configs.get(op.name, format_config_value(op.name, d.default)).split(",") if v]
-            values = [v for v in (op.value or "").split(",") if v]
-            if op.config_operation == APPEND:
-                items += [v for v in values if v not in items]
-            else:
-                items = [v for v in items if v not in values]
-            configs[op.name] = ",".join(items)
-        else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.config_operation}")
-    return configs
+        if op.config_operation in (APPEND, SUBTRACT) and d.type != "list":
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {op.name}")
+
+    return _apply(current, ops, check, lambda name: format_config_value(name, TOPIC_CONFIGS[name].default))
+
+
+def apply_broker_ops(current: dict[str, str], ops) -> dict[str, str]:
+    """A broker resource's new dynamic set: APPEND/SUBTRACT only on Kafka's list-typed names, from
+    the resource's own value else Kafka's default, not another layer's (the controller's getParts)."""
+
+    def check(op) -> None:
+        if op.config_operation not in (APPEND, SUBTRACT):
+            return
+        if not dynamic_config.is_known(op.name):
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {op.name}")
+        if not dynamic_config.is_list(op.name):
+            verb = "append" if op.config_operation == APPEND else "subtract"
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {op.name}")
+
+    def list_default(name: str) -> str:
+        d = BROKER_CONFIGS.get(name)
+        return "" if d is None or d.default is None else str(d.default)
+
+    return _apply(current, ops, check, list_default)
 
 
 @api(44, (0, 1))
@@ -105,7 +105,7 @@ def handle(ctx, req):
             if r.resource_type == RESOURCE_BROKER:
                 dynamic_config.resource_is_this_broker(r.resource_name, broker.node_id)
                 current = broker.metadata.broker_configs.get(r.resource_name, {})
-                dynamic_config.alter(broker, r.resource_name, apply_broker_ops(broker, current, r.configs),
+                dynamic_config.alter(broker, r.resource_name, apply_broker_ops(current, r.configs),
                                      req.validate_only)
                 results.append(Result(error_code=0, error_message=None, **base))
                 continue
@@ -114,7 +114,7 @@ def handle(ctx, req):
             info = broker.metadata.get(r.resource_name)
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist")
-            broker.controller.alter_configs(r.resource_name, apply_ops(info.configs, r.configs),
+            broker.controller.alter_configs(r.resource_name, apply_topic_ops(info.configs, r.configs),
                                             validate_only=req.validate_only)
             results.append(Result(error_code=0, error_message=None, **base))
         except KafkaError as e:
