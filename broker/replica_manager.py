@@ -57,6 +57,7 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     records: bytes | memoryview | None = None
     aborted: list[tuple[int, int]] | None = None
+    records_count: int = 0
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:
@@ -245,7 +246,8 @@ class ReplicaManager:
             upper = lso if committed else hw
             result = plog.read(fetch_offset, max_bytes, upper, min_one_message, include_aborted_txns=committed)
             return FetchPartitionResult(
-                ErrorCode.NONE, hw, lso, plog.log_start_offset, result.records, result.aborted_txns
+                ErrorCode.NONE, hw, lso, plog.log_start_offset, result.records, result.aborted_txns,
+                result.records_count,
             )
         except Exception as e:  # noqa: BLE001
             code = error_code_of(e)

@@ -112,6 +112,7 @@ class ReadResult:
     log_start_offset: int
     log_end_offset: int
     aborted_txns: list[tuple[int, int]] | None = None  # (producer_id, first_offset), when asked for
+    records_count: int = 0  # the batches' recordsCount fields summed
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -802,6 +803,7 @@ class PartitionLog:
             if r is not None:
                 result.records = r.records
                 result.next_offset = r.next_offset
+                result.records_count = r.records_count
                 break
             i += 1
         if include_aborted_txns:

@@ -49,6 +49,9 @@ _I64 = struct.Struct(">q")
 _LAST_DELTA_AT = 23
 _MAX_TS_AT = 35
 _PLE_AT = 12
+# baseOffset, batchLength, lastOffsetDelta, recordsCount: the header fields a read walks, in one unpack
+_WALK = struct.Struct(">qi11xi30xi")
+_NO_BOUND = 1 << 63
 
 WALK_CHUNK = 16384  # bytes read per pread while walking batch headers
 RECOVERY_CHUNK = 8 << 20  # bytes read per pread while validating during recovery
@@ -79,6 +82,7 @@ class SegmentRead(NamedTuple):
     position: int
     first_offset: int
     next_offset: int
+    records_count: int = 0  # the batches' recordsCount fields summed (for the broker's metrics)
 
 
 class TimestampAndOffset(NamedTuple):
@@ -394,14 +398,15 @@ class LogSegment:
         data = os.pread(self._fd, want, pos)
         if len(data) < HEADER_SIZE:
             return SegmentRead(EMPTY, pos, start_offset, start_offset)
-        first_base, length = _BASE_LEN.unpack_from(data, 0)
+        bound = _NO_BOUND if max_offset is None else max_offset
+        first_base, length, delta, count = _WALK.unpack_from(data, 0)
         first_size = length + LOG_OVERHEAD
-        first_last = first_base + _I32.unpack_from(data, _LAST_DELTA_AT)[0]
+        first_last = first_base + delta
         if first_last < start_offset:  # stale hint (cannot happen unless the file changed under us)
             self._read_hint = None
             return self.read(start_offset, max_bytes, max_position, min_one_message, max_offset)
         empty = SegmentRead(EMPTY, pos, first_base, start_offset)
-        if (max_offset is not None and first_last >= max_offset) or pos + first_size > limit:
+        if first_last >= bound or pos + first_size > limit:
             return empty
         if first_size > len(data):
             if not min_one_message or first_size > size_now - pos:
@@ -412,19 +417,20 @@ class LogSegment:
         n = len(data)
         off = first_size
         nxt = first_last + 1
-        while n - off >= HEADER_SIZE:
-            base, length = _BASE_LEN.unpack_from(data, off)
+        unpack = _WALK.unpack_from
+        stop = n - HEADER_SIZE
+        while off <= stop:
+            base, length, delta, batch_count = unpack(data, off)
             size = length + LOG_OVERHEAD
-            if length < MIN_BATCH_LENGTH or off + size > n:
-                break
-            last = base + _I32.unpack_from(data, off + _LAST_DELTA_AT)[0]
-            if max_offset is not None and last >= max_offset:
+            last = base + delta
+            if length < MIN_BATCH_LENGTH or off + size > n or last >= bound:
                 break
             off += size
             nxt = last + 1
+            count += batch_count
         self._read_hint = (nxt, pos + off)
         mv = memoryview(data)
-        return SegmentRead(mv if off == n else mv[:off], pos, first_base, nxt)
+        return SegmentRead(mv if off == n else mv[:off], pos, first_base, nxt, count)
 
     # --- recovery / truncation -----------------------------------------------------------------
 

@@ -17,9 +17,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.healthcheck import api_versions
-from broker.metrics import BrokerMetrics, cleaner_metrics, count_records, group_metrics, transaction_metrics
+from broker.metrics import BrokerMetrics, cleaner_metrics, group_metrics, transaction_metrics
 from broker.metrics_http import render, start_metrics
-from protocol import records as rec
 from tests.broker_process import BrokerProcess, free_port
 
 INIT_PRODUCER_ID, END_TXN = 22, 26
@@ -257,13 +256,6 @@ def test_broker_logs_are_json_lines_with_ids(metrics_broker: BrokerProcess) -> N
 
 
 # --- units --------------------------------------------------------------------------------------
-
-def test_count_records_reads_batch_headers() -> None:
-    batches = b"".join(
-        bytes(rec.build_batch([(None, b"v")] * n, timestamp=0)) for n in (1, 5, 17))
-    assert count_records(batches) == 23
-    assert count_records(b"") == 0
-
 
 class _State(Enum):
     ONGOING = "Ongoing"

@@ -49,16 +49,19 @@ def _resolve(broker, fetches: list[PartitionFetch]) -> None:
             f.topic = name_of(f.topic_id)
 
 
-def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPartitionResponse], int, bool]:
+def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPartitionResponse], list[int], int, bool]:
+    """Each partition's answer, the records count of each (for the metrics), bytes in all, any error."""
     rm = broker.replica_manager
     remaining = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     errors = False
     isolation = req.isolation_level
     out = []
+    counts = []
     for f in fetches:
         if f.topic is None:
             out.append(FetchPartitionResponse(f.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[]))
+            counts.append(0)
             errors = True
             continue
         r = rm.read(f.topic, f.partition, f.fetch_offset, min(f.max_bytes, remaining), isolation, total == 0,
@@ -72,10 +75,12 @@ def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPar
             f.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
             r.aborted, -1, r.records if r.records is not None else b"",
         ))
-    return out, total, errors
+        counts.append(r.records_count)
+    return out, counts, total, errors
 
 
-def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse]) -> RawResponse:
+def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse],
+              counts: list[int]) -> RawResponse:
     """Encode the answer (a session's picks for an incremental fetch, consecutive partitions of
     one topic grouped); bytes and records out are counted here, once per response."""
     sessions = broker.fetch_sessions
@@ -89,15 +94,16 @@ def _response(broker, version: int, context: FetchContext, parts: list[FetchPart
         if error:
             return _encode(version, [], error, session_id)
         fetches, parts = [fetches[i] for i in selected], [parts[i] for i in selected]
+        counts = [counts[i] for i in selected]
     elif context.create_session:
         session_id = sessions.maybe_create_session(context, [
             (f, p.error_code, p.high_watermark, p.log_start_offset) for f, p in zip(fetches, parts, strict=True)
         ], int(time.time() * 1000))
     topics: list[FetchTopicResponse] = []
     key = None
-    for f, p in zip(fetches, parts, strict=True):
+    for f, p, n in zip(fetches, parts, counts, strict=True):
         if p.records and f.topic is not None:
-            broker.metrics.fetched(f.topic, p.records)
+            broker.metrics.fetched(f.topic, len(p.records), n)
         k = f.topic_id if version >= 13 else f.topic
         if not topics or k != key:
             topics.append(FetchTopicResponse(f.topic, f.topic_id, []))
@@ -122,10 +128,10 @@ def handle(ctx, req):
         return _encode(version, [], context.error, 0)
     if context.session is not None:
         _resolve(broker, context.partitions)
-    parts, total, errors = _read_all(broker, context.partitions, req)
+    parts, counts, total, errors = _read_all(broker, context.partitions, req)
     keys = [(f.topic, f.partition) for f in context.partitions if f.topic is not None]
     if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not keys:
-        return _response(broker, version, context, parts)
+        return _response(broker, version, context, parts, counts)
     return _long_poll(ctx, req, context, keys, version)
 
 
@@ -137,10 +143,10 @@ async def _long_poll(ctx, req, context: FetchContext, keys: list[tuple[str, int]
         if remaining <= 0:
             break
         await broker.replica_manager.wait_for_data(keys, remaining)
-        parts, total, errors = _read_all(broker, context.partitions, req)
+        parts, counts, total, errors = _read_all(broker, context.partitions, req)
         if errors or total >= req.min_bytes:
-            return _response(broker, version, context, parts)
+            return _response(broker, version, context, parts, counts)
         if broker.stopping:
             break
-    parts, _, _ = _read_all(broker, context.partitions, req)
-    return _response(broker, version, context, parts)
+    parts, counts, _, _ = _read_all(broker, context.partitions, req)
+    return _response(broker, version, context, parts, counts)

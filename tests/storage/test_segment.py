@@ -68,19 +68,20 @@ def test_read_whole_batches_and_limits(tmp_path):
     size = batches[0]["size"]
     r = seg.read(100, 10**6)
     assert bytes(r.records) == read_bytes(seg.log_path) and r.next_offset == 130
+    assert r.records_count == 30  # the recordsCount fields of the returned batches
     # an offset inside a batch returns that whole batch
     r = seg.read(104, size)
     assert r.first_offset == 103 and r.position == batches[1]["pos"] and len(r.records) == size
     assert r.next_offset == 106
     # max_bytes cuts at a batch boundary
     r = seg.read(100, 2 * size + size // 2)
-    assert len(r.records) == 2 * size and r.next_offset == 106
+    assert len(r.records) == 2 * size and r.next_offset == 106 and r.records_count == 6
     # min_one_message returns the first batch even when larger than max_bytes
     assert len(seg.read(100, 10, min_one_message=True).records) == size
     assert len(seg.read(100, 10, min_one_message=False).records) == 0
     # max_offset (HW/LSO) stops before the batch holding it
     r = seg.read(100, 10**6, max_offset=109)
-    assert r.next_offset == 109 and len(r.records) == 3 * size
+    assert r.next_offset == 109 and len(r.records) == 3 * size and r.records_count == 9
     assert len(seg.read(109, 10**6, max_offset=109).records) == 0
     # past the end of the segment: None (the log moves on to the next segment)
     assert seg.read(130, 100) is None
