@@ -24,10 +24,12 @@ class RequestContext:
 
 @dataclass(slots=True)
 class RawResponse:
-    """A response body already encoded by a fast path, as a list of buffers (no copies)."""
+    """A response body already encoded by a fast path, as a list of buffers (no copies);
+    ``regions`` when some are FileRegions (Fetch), which the connection sends with sendfile."""
 
-    buffers: list[bytes | bytearray | memoryview]
+    buffers: list
     size: int
+    regions: bool = False
 
 
 class NoResponse:

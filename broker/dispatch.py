@@ -34,12 +34,14 @@ class CloseConnection(Exception):
 
 
 class Encoded:
-    """Frame-ready output: a list of buffers whose first element is the size prefix."""
+    """Frame-ready output: a list of buffers whose first element is the size prefix; ``regions``
+    when some are FileRegions rather than bytes."""
 
-    __slots__ = ("buffers",)
+    __slots__ = ("buffers", "regions")
 
-    def __init__(self, buffers: list) -> None:
+    def __init__(self, buffers: list, regions: bool = False) -> None:
         self.buffers = buffers
+        self.regions = regions
 
 
 def _flexible(spec: ApiSpec, version: int) -> bool:
@@ -53,7 +55,7 @@ def encode_response(api_key: int, version: int, correlation_id: int, response: A
     flexible = api_key != API_VERSIONS_KEY and _flexible(spec, version)
     header = response_header(correlation_id, flexible)
     if isinstance(response, RawResponse):
-        return Encoded([_SIZE.pack(len(header) + response.size), header, *response.buffers])
+        return Encoded([_SIZE.pack(len(header) + response.size), header, *response.buffers], response.regions)
     body = response.encode(version=version)
     return Encoded([_SIZE.pack(len(header) + len(body)), header, body])
 

@@ -13,7 +13,7 @@ kinds of metric:
 The push API (all cheap, called on the event loop)::
 
     metrics.request_done(api_key, version, seconds) / metrics.error(api_key, error_name)
-    metrics.produced(topic, nbytes, nrecords) / metrics.fetched(topic, nbytes, nrecords)
+    metrics.produced(topic, nbytes, nrecords) / metrics.fetched(topic, nbytes)
     metrics.connection_opened(listener) / metrics.connection_closed(listener)
     metrics.txn_completed(state, duration_s)   # state: "CompleteCommit" / "CompleteAbort"
     metrics.txn_timed_out()                    # the coordinator aborted a timed-out transaction
@@ -129,9 +129,6 @@ class BrokerMetrics:
             "kafka_server_brokertopicmetrics_bytesout", "Bytes returned to fetchers", ["topic"], registry=r)
         self.messages_in = Counter(
             "kafka_server_brokertopicmetrics_messagesin", "Records appended from clients", ["topic"], registry=r)
-        self.messages_out = Counter(
-            "kafka_server_brokertopicmetrics_messagesout",
-            "Records returned to fetchers (control records included; not a Kafka metric)", ["topic"], registry=r)
         self.failed_produce = Counter(
             "kafka_server_brokertopicmetrics_failedproducerequests", "Produce partition errors", ["topic"], registry=r)
         self.failed_fetch = Counter(
@@ -158,7 +155,7 @@ class BrokerMetrics:
         self._latency_labels: dict[int, Any] = {}
         self._pre_scrape: list[Callable[[], None]] = []
         self._topic_in: dict[str, tuple[Any, Any]] = {}
-        self._topic_out: dict[str, tuple[Any, Any]] = {}
+        self._topic_out: dict[str, Any] = {}
 
     # --- the request path -----------------------------------------------------------------
 
@@ -192,14 +189,13 @@ class BrokerMetrics:
         pair[0].inc(nbytes)
         pair[1].inc(nrecords)
 
-    def fetched(self, topic: str, nbytes: int, nrecords: int) -> None:
-        """Bytes and records of whole batches returned to a fetcher from ``topic`` (the records
-        counted by the read that walked the batch headers, so no second walk here)."""
-        pair = self._topic_out.get(topic)
-        if pair is None:
-            pair = self._topic_out[topic] = (self.bytes_out.labels(topic), self.messages_out.labels(topic))
-        pair[0].inc(nbytes)
-        pair[1].inc(nrecords)
+    def fetched(self, topic: str, nbytes: int) -> None:
+        """Bytes of record batches returned to a fetcher from ``topic`` (Kafka's BytesOutPerSec;
+        like Kafka, no records count: large reads are sent from the file unread)."""
+        counter = self._topic_out.get(topic)
+        if counter is None:
+            counter = self._topic_out[topic] = self.bytes_out.labels(topic)
+        counter.inc(nbytes)
 
     def forget_topics(self, live: set[str]) -> None:
         """Drop the per-topic series of topics that no longer exist (Kafka removes a deleted
@@ -207,7 +203,7 @@ class BrokerMetrics:
         for topic in [t for t in set(self._topic_in) | set(self._topic_out) if t not in live]:
             self._topic_in.pop(topic, None)
             self._topic_out.pop(topic, None)
-            for counter in (self.bytes_in, self.messages_in, self.bytes_out, self.messages_out,
+            for counter in (self.bytes_in, self.messages_in, self.bytes_out,
                             self.failed_produce, self.failed_fetch):
                 try:
                     counter.remove(topic)

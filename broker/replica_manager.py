@@ -21,6 +21,7 @@ import structlog
 from coordinator.txn.verification import verify_produce
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
+from storage.file_region import FileRegion
 from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
 if TYPE_CHECKING:
@@ -55,9 +56,8 @@ class FetchPartitionResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | memoryview | None = None
+    records: bytes | memoryview | FileRegion | None = None
     aborted: list[tuple[int, int]] | None = None
-    records_count: int = 0
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:
@@ -244,10 +244,10 @@ class ReplicaManager:
             hw = plog.high_watermark
             lso = last_stable_offset(plog)
             upper = lso if committed else hw
-            result = plog.read(fetch_offset, max_bytes, upper, min_one_message, include_aborted_txns=committed)
+            result = plog.read(fetch_offset, max_bytes, upper, min_one_message, include_aborted_txns=committed,
+                               zero_copy=True)
             return FetchPartitionResult(
-                ErrorCode.NONE, hw, lso, plog.log_start_offset, result.records, result.aborted_txns,
-                result.records_count,
+                ErrorCode.NONE, hw, lso, plog.log_start_offset, result.records, result.aborted_txns
             )
         except Exception as e:  # noqa: BLE001
             code = error_code_of(e)

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.dispatch import CloseConnection, Dispatcher, Encoded
+from broker.socket_writer import SocketWriter
 from protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
+from storage.file_region import FileRegion
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -40,6 +42,8 @@ class Connection(asyncio.Protocol):
         self.pending_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
+        self.writer: SocketWriter | None = None  # created on the first response with file regions
+        self.sending: asyncio.Future | None = None  # such a response still going out
         self.reading_paused = False
         self.writing_paused = False
         self.closed = False
@@ -66,6 +70,9 @@ class Connection(asyncio.Protocol):
         self.broker.metrics.connection_closed(self.listener)
         if self.task is not None and not self.task.done():
             self.task.cancel()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -100,7 +107,8 @@ class Connection(asyncio.Protocol):
         instead of one per request.
         """
         out: list = []
-        while self.pending and self.task is None and not self.writing_paused and not self.closed:
+        while self.pending and self.task is None and self.sending is None and not self.writing_paused \
+                and not self.closed:
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
             try:
@@ -115,6 +123,11 @@ class Connection(asyncio.Protocol):
                 self._close("internal error")
                 return
             if isinstance(result, Encoded):
+                if result.regions:
+                    self._flush(out)
+                    out = []
+                    self._send_regions(result.buffers)
+                    continue
                 out += result.buffers
                 if len(out) > MAX_COALESCED_BUFFERS:
                     self._flush(out)
@@ -145,12 +158,51 @@ class Connection(asyncio.Protocol):
             return
         result = task.result()
         if result is not None:
-            self._flush(result.buffers)
+            if result.regions:
+                self._send_regions(result.buffers)
+            else:
+                self._flush(result.buffers)
         self._pump()
 
     def _flush(self, buffers: list) -> None:
         if buffers and not self.closed:
             self.transport.writelines(buffers)
+
+    def _send_regions(self, buffers: list) -> None:
+        """A response holding file regions: sendfile to the socket (``SocketWriter``); the next
+        request is answered once it is out. Copied through the transport when there is no socket."""
+        if self.closed:
+            for b in buffers:
+                if type(b) is FileRegion:
+                    b.close()
+            return
+        if self.writer is None:
+            sock = self.transport.get_extra_info("socket")
+            if sock is None:
+                try:
+                    self._flush([b.read() if type(b) is FileRegion else b for b in buffers])
+                except OSError as e:
+                    self._close(f"cannot read fetched records: {e}")
+                return
+            self.writer = SocketWriter(asyncio.get_running_loop(), self.transport, sock.fileno())
+        try:
+            done = self.writer.write(buffers)
+        except OSError as e:
+            self._close(f"write failed: {e}")
+            return
+        if done is not None:
+            self.sending = done
+            done.add_done_callback(self._sent)
+
+    def _sent(self, done: asyncio.Future) -> None:
+        self.sending = None
+        error = None if done.cancelled() else done.exception()
+        if self.closed:
+            return
+        if error is not None:
+            self._close(f"write failed: {error}")
+            return
+        self._pump()
 
     def _close(self, reason: str) -> None:
         if self.closed:

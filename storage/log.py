@@ -43,6 +43,7 @@ from storage.errors import (
     RecordBatchTooLarge,
     RecordTooLarge,
 )
+from storage.file_region import FileRegion
 from storage.log_config import LogConfig
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -105,14 +106,13 @@ class AppendResult:
 class ReadResult:
     """Whole batches; ``next_offset`` follows the last returned batch (== fetch_offset if empty)."""
 
-    records: memoryview
+    records: memoryview | FileRegion
     fetch_offset: int
     next_offset: int
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
     aborted_txns: list[tuple[int, int]] | None = None  # (producer_id, first_offset), when asked for
-    records_count: int = 0  # the batches' recordsCount fields summed
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -777,12 +777,14 @@ class PartitionLog:
         min_one_message: bool = True,
         *,
         include_aborted_txns: bool = False,
+        zero_copy: bool = False,
     ) -> ReadResult:
         """Whole batches from ``fetch_offset`` whose last offset < ``upper_bound_offset``.
 
         The upper bound is the high watermark (read_uncommitted, the default) or the LSO
         (read_committed). Reads one segment, moving to the next only if the first holds nothing at
-        or after ``fetch_offset``. OffsetOutOfRange outside [log start, log end].
+        or after ``fetch_offset``. OffsetOutOfRange outside [log start, log end]. ``zero_copy``:
+        large results are a FileRegion (for a socket), not bytes.
         """
         leo = self._leo
         upper = leo if upper_bound_offset is None else min(upper_bound_offset, leo)
@@ -799,11 +801,11 @@ class PartitionLog:
         i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
         segments = self._segments
         while i < len(segments):
-            r = segments[i].read(fetch_offset, max_bytes, None, min_one_message, upper)
+            seg = segments[i]
+            r = (seg.read_region if zero_copy else seg.read)(fetch_offset, max_bytes, None, min_one_message, upper)
             if r is not None:
                 result.records = r.records
                 result.next_offset = r.next_offset
-                result.records_count = r.records_count
                 break
             i += 1
         if include_aborted_txns:

@@ -65,6 +65,11 @@ class OffsetIndex(IndexFile):
             return OffsetPosition(self.base_offset, 0)
         return OffsetPosition(self.base_offset + self._rel[slot], self._pos[slot])
 
+    def slot_at_or_below_position(self, position: int) -> int:
+        """The last entry whose batch starts at or before ``position`` (-1 if none): positions grow
+        with offsets, so this is a bisect too (what Kafka's fetchUpperBoundOffset does)."""
+        return bisect_right(self._pos, position) - 1
+
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 

@@ -29,6 +29,7 @@ from protocol.records import (
     read_header,
 )
 from storage.errors import KafkaStorageError, LogSegmentOffsetOverflow
+from storage.file_region import FileRegion
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 from storage.txn_index import AbortedTxn, TransactionIndex
@@ -49,11 +50,14 @@ _I64 = struct.Struct(">q")
 _LAST_DELTA_AT = 23
 _MAX_TS_AT = 35
 _PLE_AT = 12
-# baseOffset, batchLength, lastOffsetDelta, recordsCount: the header fields a read walks, in one unpack
-_WALK = struct.Struct(">qi11xi30xi")
+# baseOffset, batchLength, lastOffsetDelta: the header fields a read walks, in one unpack
+_WALK = struct.Struct(">qi11xi")
 _NO_BOUND = 1 << 63
 
 WALK_CHUNK = 16384  # bytes read per pread while walking batch headers
+# Reads of at least this many bytes come back as a FileRegion (sent with sendfile); smaller ones
+# are copied: one pread costs less than the header walk and the region's file descriptor.
+ZERO_COPY_MIN = 64 * 1024
 RECOVERY_CHUNK = 8 << 20  # bytes read per pread while validating during recovery
 EMPTY = memoryview(b"")
 
@@ -78,11 +82,10 @@ class SegmentRead(NamedTuple):
     """Whole batches read from one segment. ``next_offset`` follows the last returned batch
     (== the requested offset when ``records`` is empty)."""
 
-    records: memoryview
+    records: memoryview | FileRegion
     position: int
     first_offset: int
     next_offset: int
-    records_count: int = 0  # the batches' recordsCount fields summed (for the broker's metrics)
 
 
 class TimestampAndOffset(NamedTuple):
@@ -399,7 +402,7 @@ class LogSegment:
         if len(data) < HEADER_SIZE:
             return SegmentRead(EMPTY, pos, start_offset, start_offset)
         bound = _NO_BOUND if max_offset is None else max_offset
-        first_base, length, delta, count = _WALK.unpack_from(data, 0)
+        first_base, length, delta = _WALK.unpack_from(data, 0)
         first_size = length + LOG_OVERHEAD
         first_last = first_base + delta
         if first_last < start_offset:  # stale hint (cannot happen unless the file changed under us)
@@ -420,17 +423,92 @@ class LogSegment:
         unpack = _WALK.unpack_from
         stop = n - HEADER_SIZE
         while off <= stop:
-            base, length, delta, batch_count = unpack(data, off)
+            base, length, delta = unpack(data, off)
             size = length + LOG_OVERHEAD
             last = base + delta
             if length < MIN_BATCH_LENGTH or off + size > n or last >= bound:
                 break
             off += size
             nxt = last + 1
-            count += batch_count
         self._read_hint = (nxt, pos + off)
         mv = memoryview(data)
-        return SegmentRead(mv if off == n else mv[:off], pos, first_base, nxt, count)
+        return SegmentRead(mv if off == n else mv[:off], pos, first_base, nxt)
+
+    def read_region(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+        max_offset: int | None = None,
+    ) -> SegmentRead | None:
+        """``read``'s whole batches, as a FileRegion when they come to ZERO_COPY_MIN bytes or more.
+
+        The cut is found without reading the records, as Kafka's LogSegment.read does: the first
+        batch's header, the offset index bisected by position near the end, a walk of the few
+        headers after that entry, and (only when the LSO or HW falls inside this segment) the
+        position of the batch holding it. Smaller answers go through ``read``.
+        """
+        size_now = self._size
+        limit = size_now if max_position is None else min(max_position, size_now)
+        hint = self._read_hint
+        if hint is not None and hint[0] == start_offset:
+            pos = hint[1]
+            if pos >= size_now:
+                return None
+        else:
+            loc = self.translate_offset(start_offset)
+            if loc is None:
+                return None
+            pos = loc.position
+            self._read_hint = (start_offset, pos)  # so a fallback to read() does not walk again
+        if min(limit - pos, max_bytes) < ZERO_COPY_MIN:
+            return self.read(start_offset, max_bytes, max_position, min_one_message, max_offset)
+        head = os.pread(self._fd, HEADER_SIZE, pos)
+        if len(head) < HEADER_SIZE:
+            return SegmentRead(EMPTY, pos, start_offset, start_offset)
+        first_base, length, delta = _WALK.unpack_from(head, 0)
+        first_size = length + LOG_OVERHEAD
+        first_last = first_base + delta
+        if first_last < start_offset:  # stale hint (cannot happen unless the file changed under us)
+            self._read_hint = None
+            return self.read(start_offset, max_bytes, max_position, min_one_message, max_offset)
+        bound = _NO_BOUND if max_offset is None else max_offset
+        if first_last >= bound or pos + first_size > limit or (first_size > max_bytes and not min_one_message):
+            return SegmentRead(EMPTY, pos, first_base, start_offset)
+        end, nxt = pos + first_size, first_last + 1
+        if first_size < max_bytes:
+            cap = min(limit, pos + max_bytes)
+            if bound < self.next_offset:  # the LSO/HW is in this segment: stop before its batch
+                at = self.translate_offset(bound)
+                if at is not None:
+                    cap = min(cap, at.position)
+            # Walk from the index entry before the last one at or below the cap: that entry's
+            # batch ends at or before the cap, so the walk finds at least one whole batch.
+            index = self.offset_index
+            slot = index.slot_at_or_below_position(cap) - 1
+            start = end
+            if slot >= 0:
+                start = max(start, index.entry(slot).position)
+            for p, size, data, off in self._walk(start, cap):
+                last = _BASE_LEN.unpack_from(data, off)[0] + _I32.unpack_from(data, off + _LAST_DELTA_AT)[0]
+                if last >= bound:
+                    break
+                end, nxt = p + size, last + 1
+            if end < start:  # the indexed batch did not come back whole: walk all the headers
+                for p, size, data, off in self._walk(end, cap):
+                    last = _BASE_LEN.unpack_from(data, off)[0] + _I32.unpack_from(data, off + _LAST_DELTA_AT)[0]
+                    if last >= bound:
+                        break
+                    end, nxt = p + size, last + 1
+        self._read_hint = (nxt, end)
+        n = end - pos
+        if n < ZERO_COPY_MIN:
+            data = os.pread(self._fd, n, pos)
+            if len(data) < n:
+                return SegmentRead(EMPTY, pos, first_base, start_offset)
+            return SegmentRead(memoryview(data), pos, first_base, nxt)
+        return SegmentRead(FileRegion(self._fd, pos, n), pos, first_base, nxt)
 
     # --- recovery / truncation -----------------------------------------------------------------
 

@@ -7,7 +7,8 @@ with data returns at least one whole batch, however large, so a consumer never s
 less than ``min_bytes`` is available the request parks until an append to one of its
 partitions or ``max_wait_ms``. v7+ fetches may use incremental fetch sessions (KIP-227,
 ``broker.fetch_sessions``): which partitions are read and which are answered then comes from
-the session.
+the session. Large reads are FileRegions, sent from the segment file with sendfile as Kafka
+sends its FileRecords (``broker.socket_writer``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from protocol.fetch_codec import (
     decode_fetch_request,
     encode_fetch_response,
 )
+from storage.file_region import FileRegion
 
 
 def _requested(broker, req, version: int) -> tuple[list[PartitionFetch], list[tuple]]:
@@ -49,19 +51,16 @@ def _resolve(broker, fetches: list[PartitionFetch]) -> None:
             f.topic = name_of(f.topic_id)
 
 
-def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPartitionResponse], list[int], int, bool]:
-    """Each partition's answer, the records count of each (for the metrics), bytes in all, any error."""
+def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPartitionResponse], int, bool]:
     rm = broker.replica_manager
     remaining = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     errors = False
     isolation = req.isolation_level
     out = []
-    counts = []
     for f in fetches:
         if f.topic is None:
             out.append(FetchPartitionResponse(f.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[]))
-            counts.append(0)
             errors = True
             continue
         r = rm.read(f.topic, f.partition, f.fetch_offset, min(f.max_bytes, remaining), isolation, total == 0,
@@ -75,12 +74,10 @@ def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPar
             f.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
             r.aborted, -1, r.records if r.records is not None else b"",
         ))
-        counts.append(r.records_count)
-    return out, counts, total, errors
+    return out, total, errors
 
 
-def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse],
-              counts: list[int]) -> RawResponse:
+def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse]) -> RawResponse:
     """Encode the answer (a session's picks for an incremental fetch, consecutive partitions of
     one topic grouped); bytes and records out are counted here, once per response."""
     sessions = broker.fetch_sessions
@@ -94,16 +91,15 @@ def _response(broker, version: int, context: FetchContext, parts: list[FetchPart
         if error:
             return _encode(version, [], error, session_id)
         fetches, parts = [fetches[i] for i in selected], [parts[i] for i in selected]
-        counts = [counts[i] for i in selected]
     elif context.create_session:
         session_id = sessions.maybe_create_session(context, [
             (f, p.error_code, p.high_watermark, p.log_start_offset) for f, p in zip(fetches, parts, strict=True)
         ], int(time.time() * 1000))
     topics: list[FetchTopicResponse] = []
     key = None
-    for f, p, n in zip(fetches, parts, counts, strict=True):
+    for f, p in zip(fetches, parts, strict=True):
         if p.records and f.topic is not None:
-            broker.metrics.fetched(f.topic, len(p.records), n)
+            broker.metrics.fetched(f.topic, len(p.records))
         k = f.topic_id if version >= 13 else f.topic
         if not topics or k != key:
             topics.append(FetchTopicResponse(f.topic, f.topic_id, []))
@@ -114,7 +110,8 @@ def _response(broker, version: int, context: FetchContext, parts: list[FetchPart
 
 def _encode(version: int, topics: list, error: ErrorCode, session_id: int) -> RawResponse:
     encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id)
-    return RawResponse(encoded.buffers, encoded.size)
+    buffers = encoded.buffers
+    return RawResponse(buffers, encoded.size, any(type(b) is FileRegion for b in buffers))
 
 
 @api(1, (4, 18), decode=decode_fetch_request)
@@ -128,10 +125,10 @@ def handle(ctx, req):
         return _encode(version, [], context.error, 0)
     if context.session is not None:
         _resolve(broker, context.partitions)
-    parts, counts, total, errors = _read_all(broker, context.partitions, req)
+    parts, total, errors = _read_all(broker, context.partitions, req)
     keys = [(f.topic, f.partition) for f in context.partitions if f.topic is not None]
     if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not keys:
-        return _response(broker, version, context, parts, counts)
+        return _response(broker, version, context, parts)
     return _long_poll(ctx, req, context, keys, version)
 
 
@@ -143,10 +140,10 @@ async def _long_poll(ctx, req, context: FetchContext, keys: list[tuple[str, int]
         if remaining <= 0:
             break
         await broker.replica_manager.wait_for_data(keys, remaining)
-        parts, counts, total, errors = _read_all(broker, context.partitions, req)
+        parts, total, errors = _read_all(broker, context.partitions, req)
         if errors or total >= req.min_bytes:
-            return _response(broker, version, context, parts, counts)
+            return _response(broker, version, context, parts)
         if broker.stopping:
             break
-    parts, counts, _, _ = _read_all(broker, context.partitions, req)
-    return _response(broker, version, context, parts, counts)
+    parts, _, _ = _read_all(broker, context.partitions, req)
+    return _response(broker, version, context, parts)

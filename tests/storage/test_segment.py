@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from protocol.records import validate_batches
-from storage.segment import LogSegment
+from storage.file_region import FileRegion
+from storage.segment import ZERO_COPY_MIN, LogSegment
 from tests.storage.helpers import (
     decode_log,
     decode_offset_index,
@@ -68,20 +73,19 @@ def test_read_whole_batches_and_limits(tmp_path):
     size = batches[0]["size"]
     r = seg.read(100, 10**6)
     assert bytes(r.records) == read_bytes(seg.log_path) and r.next_offset == 130
-    assert r.records_count == 30  # the recordsCount fields of the returned batches
     # an offset inside a batch returns that whole batch
     r = seg.read(104, size)
     assert r.first_offset == 103 and r.position == batches[1]["pos"] and len(r.records) == size
     assert r.next_offset == 106
     # max_bytes cuts at a batch boundary
     r = seg.read(100, 2 * size + size // 2)
-    assert len(r.records) == 2 * size and r.next_offset == 106 and r.records_count == 6
+    assert len(r.records) == 2 * size and r.next_offset == 106
     # min_one_message returns the first batch even when larger than max_bytes
     assert len(seg.read(100, 10, min_one_message=True).records) == size
     assert len(seg.read(100, 10, min_one_message=False).records) == 0
     # max_offset (HW/LSO) stops before the batch holding it
     r = seg.read(100, 10**6, max_offset=109)
-    assert r.next_offset == 109 and len(r.records) == 3 * size and r.records_count == 9
+    assert r.next_offset == 109 and len(r.records) == 3 * size
     assert len(seg.read(109, 10**6, max_offset=109).records) == 0
     # past the end of the segment: None (the log moves on to the next segment)
     assert seg.read(130, 100) is None
@@ -148,3 +152,44 @@ def test_roll_decisions(tmp_path):
     assert seg.should_roll(messages_size=10_000, max_timestamp_in_messages=2000, **kw)
     kw["max_offset_in_messages"] = 2**31
     assert seg.should_roll(messages_size=1, max_timestamp_in_messages=2000, **kw)
+
+
+# --- zero-copy reads: the same cut as read(), found from headers and the index ------------------
+
+@settings(max_examples=int(os.environ.get('REGION_EXAMPLES', '120')), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 12), st.sampled_from([40, 900, 5000, 20000, 70000]), st.integers(0, 3)),
+                   min_size=3, max_size=90),
+    interval=st.sampled_from([0, 4096, 65536, 1 << 20]),
+    reads=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 3 << 20), st.booleans(), st.floats(0, 1.2)),
+                   min_size=1, max_size=12),
+)
+def test_read_region_returns_what_read_returns(sizes, interval, reads):
+    """Whatever the batch sizes, offset gaps (compaction), index density and limits: the same
+    batches, positions and next offsets as ``read``, and a FileRegion only from ZERO_COPY_MIN up."""
+    with tempfile.TemporaryDirectory() as d:
+        seg = _segment(d, base=50, interval=interval)
+        nxt = 50
+        for n, size, gap in sizes:
+            nxt = _append(seg, nxt + gap, [(n, size, 1000)])
+        first, end = 50, seg.next_offset
+        for at, max_bytes, min_one, bound in reads:
+            start = first + int(at * (end - first))
+            max_offset = None if bound > 1 else first + int(bound * (end - first))
+            want = seg.read(start, max_bytes, None, min_one, max_offset)
+            seg._read_hint = None if at < 0.5 else seg._read_hint  # cold and warm starts both
+            got = seg.read_region(start, max_bytes, None, min_one, max_offset)
+            if want is None:
+                assert got is None
+                continue
+            records = got.records
+            if isinstance(records, FileRegion):
+                assert len(records) >= ZERO_COPY_MIN
+                data = records.read()
+                records.close()
+            else:
+                data = bytes(records)
+            assert data == bytes(want.records)
+            assert (got.position, got.first_offset, got.next_offset) == \
+                (want.position, want.first_offset, want.next_offset)
+        seg.close()
