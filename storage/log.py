@@ -2,7 +2,8 @@
 
 Owns the segments of ``<log dir>/<topic>-<partition>``, the leader epoch cache
 (``leader-epoch-checkpoint``) and ``partition.metadata``. Appends assign offsets in place in the
-produce buffer and write it with one ``os.write``; reads return whole batches from one ``pread``.
+produce buffer and write it with one ``os.write``; reads return whole batches from one ``pread``,
+or for a client Fetch of 64 KiB or more (``zero_copy``) a FileRegion of the file to sendfile.
 Nothing here blocks except the write itself, unless flush.messages asks for an fsync.
 
 Producer state (idempotence, transactions, LSO) is someone else's: it plugs in through

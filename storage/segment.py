@@ -3,7 +3,10 @@
 Mirrors Kafka's LogSegment. The ``.log`` holds record batches exactly as the broker appended them
 (offsets assigned), so Kafka's own tools can read it. Appends are one ``os.write`` of the whole
 produce payload; reads are one ``os.pread`` of a contiguous byte range cut at a batch boundary by
-walking the 12-byte (offset, length) prefixes in memory. Index entries follow Kafka's rule:
+walking the 12-byte (offset, length) prefixes in memory, or (``read_region``, for large Fetch
+answers) a FileRegion cut the same way from the first header, the offset index and the last few
+headers, as Kafka cuts its FileRecords slices, so the bytes go to the socket with sendfile
+without being read here. Index entries follow Kafka's rule:
 when more than ``index.interval.bytes`` were written since the last entry, the next batch gets an
 entry (batch last offset, batch start position).
 """
