@@ -25,8 +25,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def raise_open_files_limit() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit, as the JVM does for Kafka (MaxFDLimit): segments,
+    indexes, connections and the descriptors of fetched file regions all count against it."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 async def run(config: BrokerConfig) -> int:
     from broker.broker import Broker
+
+    raise_open_files_limit()
 
     broker = Broker(config)
     loop = asyncio.get_running_loop()

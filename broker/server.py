@@ -172,23 +172,21 @@ class Connection(asyncio.Protocol):
         """A response holding file regions: sendfile to the socket (``SocketWriter``); the next
         request is answered once it is out. Copied through the transport when there is no socket."""
         if self.closed:
-            for b in buffers:
-                if type(b) is FileRegion:
-                    b.close()
+            _close_regions(buffers)
             return
-        if self.writer is None:
-            sock = self.transport.get_extra_info("socket")
-            if sock is None:
-                try:
-                    self._flush([b.read() if type(b) is FileRegion else b for b in buffers])
-                except OSError as e:
-                    self._close(f"cannot read fetched records: {e}")
-                return
-            self.writer = SocketWriter(asyncio.get_running_loop(), self.transport, sock.fileno())
         try:
+            if self.writer is None:
+                sock = self.transport.get_extra_info("socket")
+                if sock is None:
+                    copied = [b.read() if type(b) is FileRegion else b for b in buffers]
+                    _close_regions(buffers)
+                    self._flush(copied)
+                    return
+                self.writer = SocketWriter(asyncio.get_running_loop(), self.transport, sock.fileno())
             done = self.writer.write(buffers)
         except OSError as e:
-            self._close(f"write failed: {e}")
+            _close_regions(buffers)
+            self._close(f"write failed: {e}", quiet=isinstance(e, ConnectionError))
             return
         if done is not None:
             self.sending = done
@@ -200,18 +198,25 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         if error is not None:
-            self._close(f"write failed: {error}")
+            self._close(f"write failed: {error}", quiet=isinstance(error, ConnectionError))
             return
         self._pump()
 
-    def _close(self, reason: str) -> None:
+    def _close(self, reason: str, quiet: bool = False) -> None:
+        """Close the connection; ``quiet`` for the peer having gone (nothing to warn about)."""
         if self.closed:
             return
-        log.warning("closing connection", connection=self.id, peer=self.peer, reason=reason)
+        (log.debug if quiet else log.warning)("closing connection", connection=self.id, peer=self.peer, reason=reason)
         self.closed = True
         self.pending.clear()
         if self.transport is not None:
             self.transport.close()
+
+
+def _close_regions(buffers: list) -> None:
+    for b in buffers:
+        if type(b) is FileRegion:
+            b.close()
 
 
 def _set_buffer_sizes(sock, config) -> None:

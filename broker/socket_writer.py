@@ -14,6 +14,7 @@ on a descriptor number the transport has closed and the process reused.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from collections import deque
 from collections.abc import Iterable
@@ -21,6 +22,8 @@ from collections.abc import Iterable
 from storage.file_region import FileRegion
 
 _IOV_MAX = 512  # buffers per writev (Linux allows 1024)
+# sendfile refused for this file or socket (an unusual filesystem): copy the region instead
+_NO_SENDFILE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
 
 
 class ShortFileRegion(OSError):
@@ -80,7 +83,14 @@ class SocketWriter:
             try:
                 if type(head) is FileRegion:
                     if head.size:
-                        n = os.sendfile(fd, head.fd, head.position, head.size)
+                        try:
+                            n = os.sendfile(fd, head.fd, head.position, head.size)
+                        except OSError as e:
+                            if e.errno not in _NO_SENDFILE:
+                                raise
+                            items[0] = head.read()
+                            head.close()
+                            continue
                         if n == 0:
                             raise ShortFileRegion(f"{head!r} ended early")
                         head.position += n

@@ -18,6 +18,7 @@ class FileRegion:
     __slots__ = ("fd", "position", "size")
 
     def __init__(self, fd: int, position: int, size: int) -> None:
+        self.fd = -1  # until the dup succeeds (EMFILE), so __del__ has nothing to close
         self.fd = os.dup(fd)
         self.position = position
         self.size = size

@@ -511,7 +511,13 @@ class LogSegment:
             if len(data) < n:
                 return SegmentRead(EMPTY, pos, first_base, start_offset)
             return SegmentRead(memoryview(data), pos, first_base, nxt)
-        return SegmentRead(FileRegion(self._fd, pos, n), pos, first_base, nxt)
+        try:
+            return SegmentRead(FileRegion(self._fd, pos, n), pos, first_base, nxt)
+        except OSError:  # no descriptor to spare (EMFILE): copy instead
+            data = os.pread(self._fd, n, pos)
+            if len(data) < n:
+                return SegmentRead(EMPTY, pos, first_base, start_offset)
+            return SegmentRead(memoryview(data), pos, first_base, nxt)
 
     # --- recovery / truncation -----------------------------------------------------------------
 

@@ -114,3 +114,29 @@ def test_close_while_waiting_fails_the_write_and_releases_the_regions(data_file)
     uvloop.run(main())
     ours.close()
     peer.close()
+
+
+def test_a_file_sendfile_refuses_is_copied_instead(data_file, monkeypatch):
+    fd, data = data_file
+    ours, peer = socket.socketpair()
+    ours.setblocking(False)
+
+    def refuse(*_args):
+        raise OSError(22, "Invalid argument")  # EINVAL: what sendfile says for files it cannot map
+
+    monkeypatch.setattr(os, "sendfile", refuse)
+
+    async def main() -> None:
+        writer = SocketWriter(asyncio.get_running_loop(), _Transport(0), ours.fileno())
+        got = bytearray()
+        reader = _reader(peer, 4 + 100000, got)
+        done = writer.write([b"head", FileRegion(fd, 5, 100000)])
+        if done is not None:
+            await asyncio.wait_for(done, 10)
+        await asyncio.get_running_loop().run_in_executor(None, reader.join, 10)
+        assert bytes(got) == b"head" + data[5:100005]
+        writer.close()
+
+    uvloop.run(main())
+    ours.close()
+    peer.close()

@@ -79,7 +79,7 @@ def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPar
 
 def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse]) -> RawResponse:
     """Encode the answer (a session's picks for an incremental fetch, consecutive partitions of
-    one topic grouped); bytes and records out are counted here, once per response."""
+    one topic grouped); bytes out are counted here, once per response."""
     sessions = broker.fetch_sessions
     fetches = context.partitions
     session_id = 0
