@@ -2,7 +2,8 @@
 
 Kafka's processor sends fetched ``FileRecords`` with ``FileChannel.transferTo`` (sendfile), so
 the records go from the page cache to the socket without a copy through the broker. Here a
-``FileRegion`` goes out with ``os.sendfile`` and the bytes around it with ``os.writev``.
+``FileRegion`` goes out with ``os.sendfile`` and the bytes around it with ``sendmsg``, flagged
+MSG_MORE when a region follows so the frame header and the records leave in full segments.
 
 The asyncio transport still owns the connection (reading, closing, every other response); the
 writer only starts once the transport's own buffer is empty, and the connection writes nothing
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import socket
 from collections import deque
 from collections.abc import Iterable
 
@@ -34,7 +36,8 @@ class SocketWriter:
     def __init__(self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, sock_fd: int) -> None:
         self.loop = loop
         self.transport = transport
-        self.fd = os.dup(sock_fd)
+        self.sock = socket.socket(fileno=os.dup(sock_fd))  # shares O_NONBLOCK with the transport's
+        self.fd = self.sock.fileno()
         self.items: deque = deque()
         self.done: asyncio.Future | None = None
         self.watching = False
@@ -104,7 +107,7 @@ class SocketWriter:
                     if type(b) is FileRegion or len(bufs) == _IOV_MAX:
                         break
                     bufs.append(b)
-                n = os.writev(fd, bufs)
+                n = self.sock.sendmsg(bufs, (), socket.MSG_MORE if len(bufs) < len(items) else 0)
             except (BlockingIOError, InterruptedError):
                 return False
             for b in bufs:
@@ -128,5 +131,5 @@ class SocketWriter:
         self._finish(ConnectionResetError("connection closed"))
         self._drop_items()
         if self.fd >= 0:
-            os.close(self.fd)
+            self.sock.close()
             self.fd = -1
