@@ -13,9 +13,11 @@ alternate run by run so that machine noise hits both alike):
   default: enable.idempotence=true, acks=all) and transactional (--transaction-duration-ms, default
   100 ms); also the producer's p99 send latency of the plain run;
 - consume MB/s, read_committed, with ConsumerPerformance over the transactional run's topic
-  (fetch.MB.sec: the time after the group join), --consume-runs times per round;
+  (fetch.MB.sec: the time after the group join), --consume-runs times per round, the two brokers'
+  runs alternating (A B B A ...) once both have produced;
 - fetch loop MB/s and round trip (bench/raw_fetch.py): the same topic read with raw Fetch requests, one
-  at a time, 1 MiB each: the broker's read path without the Java consumer's CPU in the figure;
+  at a time, 1 MiB each: the broker's read path without the Java consumer's CPU in the figure; once
+  with the OS's receive buffer and once with the Java consumer's 64 KiB (receive.buffer.bytes);
 - transactions/s: ProducerPerformance with --transaction-duration-ms 1, i.e. about one record per
   transaction; the number of transactions is counted exactly from the log (high watermark minus
   records: one commit marker per transaction on a one-partition topic);
@@ -261,8 +263,9 @@ def e2e_latency(ref, bootstrap, topic, records, size, timeout: float) -> dict:
             "p999_ms": float(pct.group(3))}
 
 
-def one_round(ref: KafkaReference, b: Broker, run: int, a, figures: dict) -> None:
-    """Every load measurement once against broker ``b``; appends to figures[metric]."""
+def produce_phase(ref: KafkaReference, b: Broker, run: int, a, figures: dict) -> str:
+    """The three produce figures against broker ``b``; returns the transactional run's topic, which
+    the consume phase reads."""
     tag = f"{run}-{uuid.uuid4().hex[:6]}"
     base = {"acks": "all", **dict(kv.split("=", 1) for kv in a.producer_prop)}
     to = a.tool_timeout
@@ -286,18 +289,34 @@ def one_round(ref: KafkaReference, b: Broker, run: int, a, figures: dict) -> Non
                       ["--transactional-id", f"perf-txn-{tag}", "--transaction-duration-ms", a.txn_duration_ms], to)
     figures["produce_transactional_mb_s"].append(r["mb_per_s"])
     log(f"  {b.name} transactional ({a.txn_duration_ms} ms): {r['mb_per_s']:.1f} MB/s")
+    return t
 
-    for _ in range(a.consume_runs):
-        c = consumer_perf(ref, b.bootstrap, t, a.records, to)
-        if c["records"] < a.records:
-            raise RuntimeError(f"{b.name}: ConsumerPerformance read {c['records']} of {a.records}")
-        figures["consume_read_committed_mb_s"].append(c["fetch_mb_per_s"])
-        log(f"  {b.name} consume read_committed: {c['fetch_mb_per_s']:.1f} MB/s (fetch), {c['mb_per_s']:.1f} overall")
+
+def consume_once(ref: KafkaReference, b: Broker, topic: str, a, figures: dict) -> None:
+    c = consumer_perf(ref, b.bootstrap, topic, a.records, a.tool_timeout)
+    if c["records"] < a.records:
+        raise RuntimeError(f"{b.name}: ConsumerPerformance read {c['records']} of {a.records}")
+    figures["consume_read_committed_mb_s"].append(c["fetch_mb_per_s"])
+    log(f"  {b.name} consume read_committed: {c['fetch_mb_per_s']:.1f} MB/s (fetch), {c['mb_per_s']:.1f} overall")
+
+
+def latency_phase(ref: KafkaReference, b: Broker, run: int, topic: str, a, figures: dict) -> None:
+    """The raw fetch loop over the consume topic, transactions/s and end-to-end latency."""
+    tag = f"{run}-{uuid.uuid4().hex[:6]}"
+    base = {"acks": "all", **dict(kv.split("=", 1) for kv in a.producer_prop)}
+    to = a.tool_timeout
     if a.partitions == 1:
-        f = fetch_mb_per_s(b.bootstrap, t, end_offsets(b.bootstrap, t, 1))
+        f = fetch_mb_per_s(b.bootstrap, topic, end_offsets(b.bootstrap, topic, 1))
         figures["raw_fetch_mb_s"].append(f["mb_per_s"])
         figures["raw_fetch_rtt_ms"].append(f["rtt_p50_ms"])
         log(f"  {b.name} raw Fetch loop: {f['mb_per_s']:.1f} MB/s, {f['fetches']} fetches, "
+            f"round trip p50 {f['rtt_p50_ms']:.3f} ms")
+        # the Java consumer's receive.buffer.bytes: the answer comes in 64 KiB windows, so how fast
+        # the broker refills the socket counts as well
+        f = fetch_mb_per_s(b.bootstrap, topic, end_offsets(b.bootstrap, topic, 1), receive_buffer=65536)
+        figures["raw_fetch_64k_mb_s"].append(f["mb_per_s"])
+        figures["raw_fetch_64k_rtt_ms"].append(f["rtt_p50_ms"])
+        log(f"  {b.name} raw Fetch loop, 64 KiB receive buffer: {f['mb_per_s']:.1f} MB/s, "
             f"round trip p50 {f['rtt_p50_ms']:.3f} ms")
 
     t = f"perf-txrate-{tag}"
@@ -316,6 +335,25 @@ def one_round(ref: KafkaReference, b: Broker, run: int, a, figures: dict) -> Non
     log(f"  {b.name} end-to-end: p50 {e['p50_ms']:.1f} ms, p99 {e['p99_ms']:.1f} ms")
 
 
+def one_round(ref: KafkaReference, order: list[Broker], run: int, a, figures: dict[str, dict]) -> None:
+    """Every load measurement once per broker, in ``order``; appends to figures[name][metric].
+
+    The consume samples alternate between the brokers (A B B A A B ...) instead of coming in one
+    block per broker: a single ConsumerPerformance run spreads by +-20% and the machine's load and
+    Kafka's JIT drift over minutes, so samples taken side by side compare the brokers, not the
+    moments they were measured at.
+    """
+    topics = {}
+    for b in order:
+        log(f"run {run + 1 if run >= 0 else 'warm-up'}: {b.name} produce")
+        topics[b.name] = produce_phase(ref, b, run, a, figures[b.name])
+    for i in range(a.consume_runs):
+        for b in (order if i % 2 == 0 else order[::-1]):
+            consume_once(ref, b, topics[b.name], a, figures[b.name])
+    for b in order:
+        latency_phase(ref, b, run, topics[b.name], a, figures[b.name])
+
+
 # -- report --------------------------------------------------------------------------------------------
 
 ROWS = [  # key, label, unit, target ratio text, higher is better
@@ -325,6 +363,8 @@ ROWS = [  # key, label, unit, target ratio text, higher is better
     ("consume_read_committed_mb_s", "consume, read_committed", "MB/s", ">= 1.0", True),
     ("raw_fetch_mb_s", "fetch loop, read_committed", "MB/s", "", True),
     ("raw_fetch_rtt_ms", "fetch round trip p50 (1 MiB)", "ms", "", False),
+    ("raw_fetch_64k_mb_s", "fetch loop, 64 KiB rcvbuf", "MB/s", "", True),
+    ("raw_fetch_64k_rtt_ms", "fetch round trip p50, 64 KiB", "ms", "", False),
     ("transactions_per_s", "transactions (1 record each)", "txn/s", ">= 1.0", True),
     ("produce_plain_p99_ms", "produce p99 latency (plain)", "ms", "<= 1.0", False),
     ("e2e_p50_ms", "end-to-end latency p50", "ms", "", False),
@@ -436,14 +476,13 @@ def main(argv=None) -> int:
         for s in samplers.values():
             s.__enter__()
         try:
+            order = list(brokers.values())
             for w in range(a.warmup_rounds):
-                for n, b in brokers.items():
-                    log(f"warm-up round {w + 1}/{a.warmup_rounds}: {n} (not counted)")
-                    one_round(ref, b, -1 - w, a, defaultdict(list))
+                log(f"warm-up round {w + 1}/{a.warmup_rounds} (not counted)")
+                one_round(ref, order, -1 - w, a, defaultdict(lambda: defaultdict(list)))
             for run in range(a.runs):
-                for n, b in (brokers.items() if run % 2 == 0 else reversed(list(brokers.items()))):
-                    log(f"run {run + 1}/{a.runs}: {n}")
-                    one_round(ref, b, run, a, results[n])
+                log(f"run {run + 1}/{a.runs}")
+                one_round(ref, order if run % 2 == 0 else order[::-1], run, a, results)
         finally:
             for s in samplers.values():
                 s.__exit__(None, None, None)
