@@ -14,7 +14,8 @@ alternate run by run so that machine noise hits both alike):
   100 ms); also the producer's p99 send latency of the plain run;
 - consume MB/s, read_committed, with ConsumerPerformance over the transactional run's topic
   (fetch.MB.sec: the time after the group join), --consume-runs times per round, the two brokers'
-  runs alternating (A B B A ...) once both have produced;
+  runs alternating (A B B A ...) once both have produced; also the consumer's own fetch-latency-avg
+  (--print-metrics), the broker's service as the consumer saw it;
 - fetch loop MB/s and round trip (bench/raw_fetch.py): the same topic read with raw Fetch requests, one
   at a time, 1 MiB each: the broker's read path without the Java consumer's CPU in the figure; once
   with the OS's receive buffer and once with the Java consumer's 64 KiB (receive.buffer.bytes);
@@ -63,6 +64,8 @@ PRODUCER_RE = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 E2E_AVG_RE = re.compile(r"Avg latency: ([\d.]+) ms")
+# --print-metrics: the consumer's own view of the broker (its Fetch round trips, in ms)
+CONSUMER_METRIC_RE = re.compile(r"^consumer-fetch-manager-metrics:(fetch-latency-avg):\{[^}]*\}\s*:\s*([\d.]+)$", re.M)
 E2E_PCT_RE = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99.9th = ([\d.]+)")
 
 # The settings KafkaReference gives Apache Kafka, given to ours as well.
@@ -243,13 +246,16 @@ def producer_perf(ref, bootstrap, topic, records, size, props: dict, extra: list
 def consumer_perf(ref, bootstrap, topic, records, timeout: float) -> dict:
     out = tool(ref, "ConsumerPerformance", [
         "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records, "--timeout", 30000,
-        "--group", f"perf-{uuid.uuid4().hex[:8]}", "--command-property", "isolation.level=read_committed",
-        "auto.offset.reset=earliest"], timeout)
+        "--group", f"perf-{uuid.uuid4().hex[:8]}", "--print-metrics", "--command-property",
+        "isolation.level=read_committed", "auto.offset.reset=earliest"], timeout)
     lines = [ln for ln in out.splitlines() if ln.strip()]
-    header, row = lines[-2], lines[-1]
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("start.time"))
+    header, row = lines[at], lines[at + 1]
     stats = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in row.split(",")], strict=False))
+    metrics = {m.group(1): float(m.group(2)) for m in CONSUMER_METRIC_RE.finditer(out)}
     return {"records": int(stats["data.consumed.in.nMsg"]), "mb_per_s": float(stats["MB.sec"]),
-            "fetch_mb_per_s": float(stats["fetch.MB.sec"]), "rebalance_ms": float(stats["rebalance.time.ms"])}
+            "fetch_mb_per_s": float(stats["fetch.MB.sec"]), "rebalance_ms": float(stats["rebalance.time.ms"]),
+            "fetch_latency_ms": metrics.get("fetch-latency-avg")}
 
 
 def e2e_latency(ref, bootstrap, topic, records, size, timeout: float) -> dict:
@@ -297,7 +303,10 @@ def consume_once(ref: KafkaReference, b: Broker, topic: str, a, figures: dict) -
     if c["records"] < a.records:
         raise RuntimeError(f"{b.name}: ConsumerPerformance read {c['records']} of {a.records}")
     figures["consume_read_committed_mb_s"].append(c["fetch_mb_per_s"])
-    log(f"  {b.name} consume read_committed: {c['fetch_mb_per_s']:.1f} MB/s (fetch), {c['mb_per_s']:.1f} overall")
+    if c["fetch_latency_ms"] is not None:
+        figures["consumer_fetch_latency_ms"].append(c["fetch_latency_ms"])
+    log(f"  {b.name} consume read_committed: {c['fetch_mb_per_s']:.1f} MB/s (fetch), {c['mb_per_s']:.1f} overall, "
+        f"consumer's fetch latency {c['fetch_latency_ms']} ms")
 
 
 def latency_phase(ref: KafkaReference, b: Broker, run: int, topic: str, a, figures: dict) -> None:
@@ -361,6 +370,7 @@ ROWS = [  # key, label, unit, target ratio text, higher is better
     ("produce_idempotent_mb_s", "produce, idempotent", "MB/s", ">= 1.0", True),
     ("produce_transactional_mb_s", "produce, transactional", "MB/s", ">= 1.0", True),
     ("consume_read_committed_mb_s", "consume, read_committed", "MB/s", ">= 1.0", True),
+    ("consumer_fetch_latency_ms", "consumer's fetch latency avg", "ms", "", False),
     ("raw_fetch_mb_s", "fetch loop, read_committed", "MB/s", "", True),
     ("raw_fetch_rtt_ms", "fetch round trip p50 (1 MiB)", "ms", "", False),
     ("raw_fetch_64k_mb_s", "fetch loop, 64 KiB rcvbuf", "MB/s", "", True),
