@@ -3,9 +3,9 @@
 Each transaction writes 10 records (100 B) spread over 3 partitions, then commits:
 begin -> 10 x produce -> commit_transaction. Measured per producer: transactions/s and the
 latency of commit_transaction() (flush of the records + EndTxn, which the coordinator answers
-once PrepareCommit is fsynced). ``--producers N`` runs N transactional producers in threads
-at once (different transactional ids), which shows how concurrent transaction-log writes share
-fsyncs.
+once PrepareCommit is written to __transaction_state, flushed as its log's flush settings say).
+``--producers N`` runs N transactional producers in threads at once (different transactional
+ids), which shows how concurrent transactions share the coordinator and the marker channel.
 
     python bench/txn_bench.py                      # starts its own broker in a temp dir
     python bench/txn_bench.py --bootstrap host:port --txns 500 --producers 4
