@@ -2,8 +2,10 @@
 
 Kafka's processor sends fetched ``FileRecords`` with ``FileChannel.transferTo`` (sendfile), so
 the records go from the page cache to the socket without a copy through the broker. Here a
-``FileRegion`` goes out with ``os.sendfile`` and the bytes around it with ``sendmsg``, flagged
-MSG_MORE when a region follows so the frame header and the records leave in full segments.
+``FileRegion`` goes out with ``os.sendfile`` and the bytes around it with ``sendmsg``. The frame
+header is sent on its own, as Kafka writes it, not held back with MSG_MORE to share a segment
+with the records: the client then starts reading while the records are still being queued
+(1 MiB Fetch round trip on loopback, 30 interleaved passes: 469 -> 460 us; Kafka 438 us).
 
 The asyncio transport still owns the connection (reading, closing, every other response); the
 writer only starts once the transport's own buffer is empty, and the connection writes nothing
@@ -107,7 +109,7 @@ class SocketWriter:
                     if type(b) is FileRegion or len(bufs) == _IOV_MAX:
                         break
                     bufs.append(b)
-                n = self.sock.sendmsg(bufs, (), socket.MSG_MORE if len(bufs) < len(items) else 0)
+                n = self.sock.sendmsg(bufs)
             except (BlockingIOError, InterruptedError):
                 return False
             for b in bufs:
