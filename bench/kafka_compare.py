@@ -269,11 +269,16 @@ def e2e_latency(ref, bootstrap, topic, records, size, timeout: float) -> dict:
             "p999_ms": float(pct.group(3))}
 
 
+def producer_props(a) -> dict:
+    """acks=all plus the --producer-prop settings, for every ProducerPerformance run."""
+    return {"acks": "all", **dict(kv.split("=", 1) for kv in a.producer_prop)}
+
+
 def produce_phase(ref: KafkaReference, b: Broker, run: int, a, figures: dict) -> str:
     """The three produce figures against broker ``b``; returns the transactional run's topic, which
     the consume phase reads."""
     tag = f"{run}-{uuid.uuid4().hex[:6]}"
-    base = {"acks": "all", **dict(kv.split("=", 1) for kv in a.producer_prop)}
+    base = producer_props(a)
     to = a.tool_timeout
 
     t = f"perf-plain-{tag}"
@@ -312,17 +317,18 @@ def consume_once(ref: KafkaReference, b: Broker, topic: str, a, figures: dict) -
 def latency_phase(ref: KafkaReference, b: Broker, run: int, topic: str, a, figures: dict) -> None:
     """The raw fetch loop over the consume topic, transactions/s and end-to-end latency."""
     tag = f"{run}-{uuid.uuid4().hex[:6]}"
-    base = {"acks": "all", **dict(kv.split("=", 1) for kv in a.producer_prop)}
+    base = producer_props(a)
     to = a.tool_timeout
     if a.partitions == 1:
-        f = fetch_mb_per_s(b.bootstrap, topic, end_offsets(b.bootstrap, topic, 1))
+        end = end_offsets(b.bootstrap, topic, 1)
+        f = fetch_mb_per_s(b.bootstrap, topic, end)
         figures["raw_fetch_mb_s"].append(f["mb_per_s"])
         figures["raw_fetch_rtt_ms"].append(f["rtt_p50_ms"])
         log(f"  {b.name} raw Fetch loop: {f['mb_per_s']:.1f} MB/s, {f['fetches']} fetches, "
             f"round trip p50 {f['rtt_p50_ms']:.3f} ms")
         # the Java consumer's receive.buffer.bytes: the answer comes in 64 KiB windows, so how fast
         # the broker refills the socket counts as well
-        f = fetch_mb_per_s(b.bootstrap, topic, end_offsets(b.bootstrap, topic, 1), receive_buffer=65536)
+        f = fetch_mb_per_s(b.bootstrap, topic, end, receive_buffer=65536)
         figures["raw_fetch_64k_mb_s"].append(f["mb_per_s"])
         figures["raw_fetch_64k_rtt_ms"].append(f["rtt_p50_ms"])
         log(f"  {b.name} raw Fetch loop, 64 KiB receive buffer: {f['mb_per_s']:.1f} MB/s, "
