@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 
+from broker.config import BrokerConfig
 from broker.server import _set_buffer_sizes
 
 
@@ -27,3 +28,11 @@ def test_buffer_sizes_applied_or_left_to_the_os() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_send_buffer_left_to_the_os_by_default() -> None:
+    """A deliberate difference from Kafka's 102400: an autotuned send buffer takes a whole Fetch answer
+    in one sendfile; the receive buffer keeps Kafka's default."""
+    config = BrokerConfig()
+    assert config.get("socket.send.buffer.bytes") == -1
+    assert config.get("socket.receive.buffer.bytes") == 102400
