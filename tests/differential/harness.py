@@ -216,10 +216,15 @@ class Target:
 
     # -- producer ids and transactions -------------------------------------------------------------
     def find_transaction_coordinator(self, transactional_id: str, timeout: float = 60.0):
+        return self.find_coordinator(transactional_id, key_type=1, timeout=timeout)
+
+    def find_coordinator(self, key: str, key_type: int, timeout: float = 60.0):
+        """FindCoordinator (0: group, 1: transaction) until the coordinator has loaded; creating its
+        internal topic on the way."""
         deadline = time.monotonic() + timeout
         with self.client() as c:
             while True:
-                r = c.send(build(FindCoordinatorRequest, 4, key_type=1, coordinator_keys=[transactional_id]), 4)
+                r = c.send(build(FindCoordinatorRequest, 4, key_type=key_type, coordinator_keys=[key]), 4)
                 (co,) = r.coordinators
                 if co.error_code not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
                     return co

@@ -1,0 +1,86 @@
+"""DescribeTopicPartitions (key 75), v0: Kafka 4's paged topic description (KIP-966), used by
+``kafka-topics.sh --describe`` and ``Admin.describeTopics``.
+
+As Kafka's DescribeTopicPartitionsRequestHandler and KRaftMetadataCache.describeTopicResponse do:
+the requested names (every topic when none are named) sorted and deduplicated, those below the
+cursor's topic dropped; partitions handed out from the cursor's index up to
+``max(min(max.request.partition.size.limit, ResponsePartitionLimit), 1)``; when the limit runs out
+inside a topic the next cursor points at its next partition, when it runs out at a topic's end it
+points at partition 0 of the next name. Unknown names are answered with UNKNOWN_TOPIC_OR_PARTITION
+(INVALID_TOPIC_EXCEPTION for illegal ones) and take nothing from the limit. A cursor whose topic is
+not among the named ones, or with a negative index, fails the request with INVALID_REQUEST; an
+empty name fails it with UNKNOWN_SERVER_ERROR, as Kafka 4.3.1 answers both.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.metadata import TOPIC_OPERATIONS
+from broker.handlers.registry import api
+from broker.metadata import INTERNAL_TOPICS, validate_topic_name
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import lazy_response
+
+Response = lazy_response(75)
+Topic = Response.DescribeTopicPartitionsResponseTopic
+Partition = Topic.DescribeTopicPartitionsResponsePartition
+Cursor = Response.Cursor
+# The int32 bitfield of TOPIC_OPERATIONS; Kafka's default (not computed) is Integer.MIN_VALUE.
+TOPIC_OPERATIONS_BITS = sum(1 << op for op in TOPIC_OPERATIONS)
+NOT_COMPUTED = -(1 << 31)
+
+
+def _request_error(req, code: int):
+    """Kafka's getErrorResponse: every requested name, in request order, with ``code``."""
+    return Response(throttle_time_ms=0, next_cursor=None, topics=[
+        Topic(error_code=int(code), name=t.name, topic_id=None, is_internal=False, partitions=[],
+              topic_authorized_operations=NOT_COMPUTED) for t in req.topics])
+
+
+def _unknown(name: str) -> Topic:
+    try:
+        validate_topic_name(name)
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except KafkaError as e:
+        code = e.code
+    return Topic(error_code=int(code), name=name, topic_id=None, is_internal=name in INTERNAL_TOPICS,
+                 partitions=[], topic_authorized_operations=TOPIC_OPERATIONS_BITS)
+
+
+@api(75, (0, 0))
+def handle(ctx, req):
+    broker = ctx.broker
+    named = [t.name for t in req.topics]
+    cursor = req.cursor
+    if any(not n for n in named):
+        return _request_error(req, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if cursor is not None and (cursor.partition_index < 0 or (named and cursor.topic_name not in named)):
+        return _request_error(req, ErrorCode.INVALID_REQUEST)
+    names = sorted(set(named) if named else broker.metadata.topics)
+    start_name = cursor.topic_name if cursor is not None else ""
+    remaining = max(min(broker.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
+    node = broker.node_id
+    topics: list = []
+    next_cursor = None
+    for name in names:
+        if name < start_name:
+            continue
+        if remaining == 0:
+            next_cursor = Cursor(topic_name=name, partition_index=0)
+            break
+        info = broker.metadata.get(name)
+        if info is None:
+            topics.append(_unknown(name))
+            continue
+        first = cursor.partition_index if cursor is not None and name == start_name else 0
+        end = min(info.partitions, first + remaining)
+        topics.append(Topic(
+            error_code=0, name=name, topic_id=info.topic_id, is_internal=info.internal,
+            topic_authorized_operations=TOPIC_OPERATIONS_BITS,
+            partitions=[Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=0,
+                                  replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
+                                  last_known_elr=[], offline_replicas=[]) for p in range(first, end)]))
+        if end < info.partitions:
+            next_cursor = Cursor(topic_name=name, partition_index=end)
+            break
+        remaining -= max(end - first, 0)
+    return Response(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
