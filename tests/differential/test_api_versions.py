@@ -27,7 +27,6 @@ NOT_IMPLEMENTED = {
     45: "single node: no reassignment", 46: "single node: no reassignment",
     68: "KIP-848 consumer groups: classic protocol only", 69: "KIP-848 consumer groups",
     74: "client-metrics config resources (KIP-714) not implemented",
-    75: "DescribeTopicPartitions (KIP-966); clients fall back to Metadata",
     76: "share groups (KIP-932)", 77: "share groups", 78: "share groups", 79: "share groups",
     83: "share groups", 84: "share groups", 85: "share groups", 86: "share groups", 87: "share groups",
     90: "share groups", 91: "share groups", 92: "share groups",
