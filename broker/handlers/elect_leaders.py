@@ -1,0 +1,47 @@
+"""ElectLeaders (key 43), v0-2: ``kafka-leader-election.sh`` and ``Admin.electLeaders``.
+
+On one node every partition's only replica is its leader and also its preferred one, so a
+preferred or unclean election is never needed: each existing partition gets ELECTION_NOT_NEEDED,
+a missing topic or partition UNKNOWN_TOPIC_OR_PARTITION (Kafka's messages), an unknown election
+type INVALID_REQUEST for the request and every partition in it. A null topic list means every
+partition, and Kafka then reports only the elections it did (none): each topic with no results.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import lazy_response
+
+Response = lazy_response(43)
+TopicResult = Response.ReplicaElectionResult
+PartitionResult = TopicResult.PartitionResult
+ELECTION_TYPES = (0, 1)  # PREFERRED, UNCLEAN
+NOT_NEEDED = "Leader election not needed for topic partition."
+
+
+@api(43, (0, 2))
+def handle(ctx, req):
+    metadata = ctx.broker.metadata
+    election_type = req.election_type if ctx.api_version >= 1 else 0
+    if req.topic_partitions is None:
+        return Response(throttle_time_ms=0, error_code=0, replica_election_results=[
+            TopicResult(topic=name, partition_result=[]) for name in metadata.topics])
+    bad_type = election_type not in ELECTION_TYPES
+    results = []
+    for t in req.topic_partitions:
+        info = metadata.get(t.topic)
+        partitions = []
+        for p in t.partitions:
+            if bad_type:
+                code, message = ErrorCode.INVALID_REQUEST, f"Unknown election type {election_type}"
+            elif info is None:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
+            elif not 0 <= p < info.partitions:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
+            else:
+                code, message = ErrorCode.ELECTION_NOT_NEEDED, NOT_NEEDED
+            partitions.append(PartitionResult(partition_id=p, error_code=int(code), error_message=message))
+        results.append(TopicResult(topic=t.topic, partition_result=partitions))
+    return Response(throttle_time_ms=0, error_code=int(ErrorCode.INVALID_REQUEST if bad_type else 0),
+                    replica_election_results=results)

@@ -1,0 +1,18 @@
+"""ListPartitionReassignments (key 46), v0: ``kafka-reassign-partitions.sh --list/--verify``.
+
+A reassignment on one node finishes the moment it is accepted (the only possible target is the
+replica set it already has), so none is ever in progress: Kafka answers an empty list, also for
+names it does not know.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.registry import api
+from protocol.messages import lazy_response
+
+Response = lazy_response(46)
+
+
+@api(46, (0, 0))
+def handle(ctx, req):
+    return Response(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
