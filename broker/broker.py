@@ -76,8 +76,9 @@ class Broker:
         self._load_meta_properties()
         self.metadata.load()
         try:  # before the logs open: they take the broker-level defaults
-            from broker.dynamic_config import check_stored
+            from broker.dynamic_config import check_stored, elr_safety
 
+            elr_safety(self)
             check_stored(self)
             self.apply_dynamic_configs()
         except Exception:  # noqa: BLE001 - as Kafka: log it and start on the static configs

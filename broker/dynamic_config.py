@@ -11,13 +11,14 @@ Sans-IO: the broker persists the result in the cluster metadata and applies it
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import InvalidConfig
 from storage.log_config import TOPIC_CONFIGS, parse_config
 
+MIN_ISR = "min.insync.replicas"
 # SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.<config>).
 SSL_RECONFIGURABLE = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -143,15 +144,44 @@ def is_known(name: str) -> bool:
     return name in KAFKA_BROKER_CONFIGS
 
 
-def alter(broker, resource_name: str, configs: Mapping[str, str], validate_only: bool) -> None:
+def alter(broker, resource_name: str, configs: Mapping[str, str], validate_only: bool,
+          touched: Iterable[str] | None = None) -> None:
     """Validate ``configs`` as the resource's whole new dynamic set, then (unless ``validate_only``)
-    keep it durably in the cluster metadata and apply it; raises KafkaError."""
+    keep it durably in the cluster metadata and apply it; raises KafkaError. ``touched``: the names
+    the request sets or deletes (IncrementalAlterConfigs); None for a legacy AlterConfigs, whose
+    names are all of ``configs``."""
     per_broker = resource_is_this_broker(resource_name, broker.node_id)
     validate(configs, per_broker)
+    _check_elr_min_isr(per_broker, configs, set(configs) if touched is None else set(touched))
     _check_together(broker, resource_name, configs)
     if not validate_only:
         broker.metadata.set_broker_configs(resource_name, dict(configs))
         broker.apply_dynamic_configs()
+
+
+def _check_elr_min_isr(per_broker: bool, configs: Mapping[str, str], touched: set[str]) -> None:
+    """With eligible leader replicas (KIP-966, finalized by default in Kafka 4), min.insync.replicas
+    lives at the cluster level only: the controller refuses to set or delete it per broker, and to
+    remove the cluster-level value (ConfigurationControlManager's min-ISR transition checks)."""
+    if per_broker and MIN_ISR in touched:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, "Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
+    if not per_broker and MIN_ISR not in configs:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+
+
+def elr_safety(broker) -> None:
+    """Kafka's maybeGenerateElrSafetyRecords, at start-up: the cluster level gets the statically
+    configured min.insync.replicas if it has none, and no broker level keeps one of its own."""
+    from broker.config import BrokerConfig
+
+    stored = broker.metadata.broker_configs
+    cluster = stored.get("", {})
+    if MIN_ISR not in cluster:
+        static = BrokerConfig(broker.config.originals, sources=broker.config.sources).get(MIN_ISR)
+        broker.metadata.set_broker_configs("", {**cluster, MIN_ISR: str(static)})
+    for name, configs in list(stored.items()):
+        if name and MIN_ISR in configs:
+            broker.metadata.set_broker_configs(name, {k: v for k, v in configs.items() if k != MIN_ISR})
 
 
 def _check_together(broker, resource_name: str, configs: Mapping[str, str]) -> None:

@@ -151,9 +151,9 @@ def features(resp) -> tuple[list, int, list]:
 def test_api_versions_finalize_transaction_version_2(wire):
     v4 = api_versions(wire, 4)
     assert features(v4) == (
-        [("metadata.version", 7, 30), ("transaction.version", 0, 2)],
+        [("metadata.version", 7, 30), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 1)],
         1,
-        [("metadata.version", 30, 30), ("transaction.version", 2, 2)],
+        [("metadata.version", 30, 30), ("transaction.version", 2, 2), ("eligible.leader.replicas.version", 1, 1)],
     )
     # KAFKA-17492: below v4, supported features with min 0 are left out
     v3 = api_versions(wire, 3)
@@ -170,7 +170,7 @@ def test_transaction_version_property_levels(tmp_path):
             with RawClient(b.bootstrap) as c:
                 supported, epoch, fin = features(api_versions(c, 4))
                 assert ("transaction.version", 0, 2) in supported and epoch == 1
-                assert fin == [("metadata.version", 30, 30), *finalized]
+                assert fin == [("metadata.version", 30, 30), *finalized, ("eligible.leader.replicas.version", 1, 1)]
                 # TV1 transactions keep working; the log value version follows the level
                 create_topic(c)
                 txn_id, pid, epoch = fresh(c)
@@ -205,8 +205,7 @@ def test_api_versions_features_match_apache_kafka(wire, tmp_path):
     finally:
         ref.stop()
     ours = {v: features(api_versions(wire, v)) for v in (3, 4)}
-    omitted = {"group.version", "kraft.version", "share.version", "streams.version",
-               "eligible.leader.replicas.version"}
+    omitted = {"group.version", "kraft.version", "share.version", "streams.version"}
     for v in (3, 4):
         (k_sup, k_epoch, k_fin), (o_sup, o_epoch, o_fin) = theirs[v], ours[v]
         assert k_epoch >= 0 and o_epoch >= 0
@@ -625,7 +624,7 @@ def test_a_tv0_log_is_read_after_upgrading_to_tv2(tmp_path):
         b.overrides.pop("transaction.version")
         b.start()
         with RawClient(b.bootstrap) as c:
-            assert features(api_versions(c, 4))[2][-1] == ("transaction.version", 2, 2)
+            assert ("transaction.version", 2, 2) in features(api_versions(c, 4))[2]
             d = until(lambda: describe(c, txn_id), lambda d: d.error_code == NONE)
             assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("CompleteCommit", pid, epoch + 1)
             r = init(c, txn_id, pid, epoch + 1)

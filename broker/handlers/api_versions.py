@@ -13,11 +13,13 @@ its bootstrap servers instead of trusting stale metadata (Kafka 4.4's KafkaApis
 
 Features (v3+), as Kafka's ApiVersionsResponse.createApiVersionsResponse builds them:
 
-- SupportedFeatures: ``metadata.version`` 7-30 and ``transaction.version`` 0-2 (Apache Kafka
-  4.3.1's ranges). For requests below v4 the features whose minimum is 0 are left out
+- SupportedFeatures: ``metadata.version`` 7-30, ``transaction.version`` 0-2 and
+  ``eligible.leader.replicas.version`` 0-1 (Apache Kafka 4.3.1's ranges). For requests below v4 the features whose minimum is 0 are left out
   (KAFKA-17492), so v3 carries only ``metadata.version``.
-- FinalizedFeatures: ``metadata.version`` 30 and the broker's ``transaction.version`` property
-  (default 2; a feature at level 0 is not listed), each with min = max = level, and
+- FinalizedFeatures: ``metadata.version`` 30, the broker's ``transaction.version`` property
+  (default 2; a feature at level 0 is not listed) and ``eligible.leader.replicas.version`` 1
+  (KIP-966: on one node the ELR lists stay empty; what it changes is that min.insync.replicas
+  lives at the cluster level, see broker.dynamic_config), each with min = max = level, and
   FinalizedFeaturesEpoch ``FINALIZED_FEATURES_EPOCH`` (Kafka's is the metadata log offset of
   the features; clients only need it >= 0: the Java producer ignores the features of an
   answer whose epoch is not above the last one it saw, starting at -1, and franz-go ignores
@@ -26,9 +28,8 @@ Features (v3+), as Kafka's ApiVersionsResponse.createApiVersionsResponse builds 
 
 Deliberately not listed, unlike Apache Kafka 4.3.1: ``group.version``, ``share.version`` and
 ``streams.version`` (they announce the KIP-848 consumer, KIP-932 share and KIP-1071 streams
-group protocols, which this broker does not implement), ``kraft.version`` and
-``eligible.leader.replicas.version`` (properties of a controller quorum and of replication,
-neither of which exists on one node).
+group protocols, which this broker does not implement) and ``kraft.version`` (a property of a
+controller quorum, which does not exist here).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 # metadata.version as Apache Kafka 4.3.1 supports and finalizes it (MetadataVersion 3.3-IV3 ..
 # its latest production level).
 METADATA_VERSION_MIN, METADATA_VERSION = 7, 30
+# eligible.leader.replicas.version, finalized at 1 as Kafka 4.3.1 formats it: on one node the ELR
+# lists stay empty, and min.insync.replicas lives at the cluster level (broker.dynamic_config).
+ELR_VERSION = 1
 # Our features never change while the broker runs, so the epoch never needs to move.
 FINALIZED_FEATURES_EPOCH = 1
 
@@ -57,13 +61,15 @@ def advertised_versions() -> list[tuple[int, int, int]]:
 def supported_features(api_version: int) -> list[tuple[str, int, int]]:
     """(name, min, max) in Kafka's order; v<4 leaves out the ones with min 0."""
     features = [("metadata.version", METADATA_VERSION_MIN, METADATA_VERSION),
-                ("transaction.version", 0, MAX_TRANSACTION_VERSION)]
+                ("transaction.version", 0, MAX_TRANSACTION_VERSION),
+                ("eligible.leader.replicas.version", 0, ELR_VERSION)]
     return [f for f in features if api_version >= 4 or f[1] != 0]
 
 
 def finalized_features(config) -> list[tuple[str, int]]:
     """(name, level); features at level 0 are not listed (createFinalizedFeatureKeys)."""
-    features = [("metadata.version", METADATA_VERSION), ("transaction.version", transaction_version_level(config))]
+    features = [("metadata.version", METADATA_VERSION), ("transaction.version", transaction_version_level(config)),
+                ("eligible.leader.replicas.version", ELR_VERSION)]
     return [f for f in features if f[1] > 0]
 
 

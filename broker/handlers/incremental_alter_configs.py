@@ -106,7 +106,7 @@ def handle(ctx, req):
                 dynamic_config.resource_is_this_broker(r.resource_name, broker.node_id)
                 current = broker.metadata.broker_configs.get(r.resource_name, {})
                 dynamic_config.alter(broker, r.resource_name, apply_broker_ops(current, r.configs),
-                                     req.validate_only)
+                                     req.validate_only, touched=[op.name for op in r.configs])
                 results.append(Result(error_code=0, error_message=None, **base))
                 continue
             if r.resource_type != RESOURCE_TOPIC:

@@ -187,3 +187,49 @@ def test_unknown_names_are_kept_hidden_and_layers_append_from_their_own_value(pa
     assert k[3]["my.custom.secret"][0] is None  # unknown type: treated as sensitive
     assert k[3]["log.cleanup.policy"][0] == "delete"  # APPEND started from this broker's own (unset) value
     assert o == k
+
+
+def test_min_insync_replicas_lives_at_the_cluster_level(pair):
+    """Eligible leader replicas (finalized by default): min.insync.replicas is a cluster-level dynamic
+    default from the first start (the static value), shown as such for brokers and topics; it may be
+    changed there but not removed, and never set or deleted per broker (Kafka's messages)."""
+    topic = pair.create_topic(unique("misr"), 1)
+
+    def scenario(t):
+        me = str(t.node_id)
+        out = {}
+        with t.client() as c:
+            try:
+                out["cluster"] = _describe(c, BROKER, "", ["min.insync.replicas"])
+                out["broker"] = _describe(c, BROKER, me, ["min.insync.replicas"])
+                out["topic"] = _describe(c, 2, topic, ["min.insync.replicas"])
+                out["refused"] = [
+                    _inc(c, "", [("min.insync.replicas", DELETE, None)]),
+                    _inc(c, me, [("min.insync.replicas", SET, "2")]),
+                    _inc(c, me, [("min.insync.replicas", DELETE, None)]),
+                    _inc(c, me, [("min.insync.replicas", SET, "0")]),
+                    _inc(c, "", [("min.insync.replicas", SET, "0")]),
+                    _inc(c, "", [("min.insync.replicas", SET, "x")]),
+                    _inc(c, "", [("min.insync.replicas", APPEND, "3")]),
+                    _inc(c, "", [("min.insync.replicas", DELETE, None)], validate_only=True),
+                    _legacy(c, "", {"log.cleaner.threads": "1"}),
+                    _legacy(c, "", {}),
+                    _legacy(c, me, {"min.insync.replicas": "2"}),
+                ]
+                out["accepted"] = [_legacy(c, me, {"log.cleaner.threads": "1"}),
+                                   _legacy(c, "", {"min.insync.replicas": "1", "log.cleaner.threads": "1"}),
+                                   _inc(c, "", [("min.insync.replicas", SET, "2")])]
+                out["topic after"] = _until(lambda: _describe(c, 2, topic, ["min.insync.replicas"]),
+                                            lambda d: _settled(d["min.insync.replicas"])
+                                            and d["min.insync.replicas"][0] == "2")
+            finally:
+                _legacy(c, me, {})
+                _legacy(c, "", {"min.insync.replicas": "1"})
+                _until(lambda: _describe(c, 2, topic, ["min.insync.replicas"]),
+                       lambda d: _settled(d["min.insync.replicas"]) and d["min.insync.replicas"][0] == "1")
+        return out
+
+    k, o = pair.run(scenario)
+    assert k["cluster"]["min.insync.replicas"][2] == 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert k["refused"][0] == (40, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+    assert o == k

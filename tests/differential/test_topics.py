@@ -17,12 +17,6 @@ from tests.differential.harness import build, normalise, unique
 
 TOPIC_ID = {"topic_id": "<id>"}
 
-# Kafka 4.x with eligible leader replicas (ELR, finalized by default) stores min.insync.replicas as a
-# cluster-level dynamic default (source 3, DYNAMIC_DEFAULT_BROKER_CONFIG); we have no dynamic broker
-# configs, so ours reports the static value (source 4). The value is compared, the source is not.
-SOURCE_EXEMPT = {"min.insync.replicas"}
-
-
 def create_topics(t, topics: list[dict], validate_only: bool = False, version: int = 7):
     with t.client() as c:
         return c.send(build(CreateTopicsRequest, version, topics=topics, timeout_ms=30000,
@@ -40,10 +34,7 @@ def norm_configs(configs):
         return None
     out = []
     for c in sorted(configs, key=lambda c: c["name"]):
-        c = dict(c)
-        if c["name"] in SOURCE_EXEMPT:
-            c.pop("config_source", None)
-        out.append(c)
+        out.append(dict(c))
     return out
 
 
@@ -315,9 +306,6 @@ def config_table(resp, with_synonyms: bool = False) -> dict[str, dict]:
     for c in res["configs"]:
         c = dict(c)
         c.pop("documentation", None)
-        if c["name"] in SOURCE_EXEMPT:
-            c.pop("config_source", None)
-            c.pop("synonyms", None)
         if not with_synonyms:
             c.pop("synonyms", None)
         out[c.pop("name")] = c
