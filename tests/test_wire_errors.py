@@ -286,3 +286,32 @@ def test_fetch_long_poll_times_out_empty(broker, topic_name):
     assert 0.25 < elapsed < 3
     assert resp.responses[0].partitions[0].error_code == 0
     assert not resp.responses[0].partitions[0].records
+
+
+def test_fetch_long_poll_sees_an_append_in_the_same_loop_pass(broker, topic_name):
+    """A Produce handled right after a Fetch that found nothing, before its wait began, must still
+    wake it (found by kafka-go's nettest: a read hung for its whole max wait with the data in the
+    log). The two requests go out back to back on two connections, many times over, so some land
+    in one pass of the broker's loop; each fetch must come back at once, not after max_wait."""
+    from kafka.protocol.producer import ProduceRequest
+
+    assert _create(broker.bootstrap, topic_name) == 0
+    slow = []
+    with RawClient(broker.bootstrap) as f, RawClient(broker.bootstrap) as p:
+        for offset in range(0, 40 * 3, 3):
+            produce = ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name=topic_name, partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(_batch()))])])
+            f.correlation_id += 1
+            fetch = _fetch_req(topic_name, offset, max_wait=3000)
+            fetch.with_header(correlation_id=f.correlation_id, client_id=f.client_id)
+            p.correlation_id += 1
+            produce.with_header(correlation_id=p.correlation_id, client_id=p.client_id)
+            start = time.monotonic()
+            f.send_bytes(bytes(fetch.encode(version=11, header=True, framed=True)))
+            p.send_bytes(bytes(produce.encode(version=9, header=True, framed=True)))
+            p.recv_frame()
+            f.recv_frame()
+            if time.monotonic() - start > 1.5:
+                slow.append(offset)
+    assert slow == [], f"fetches at these offsets waited out max_wait: {slow}"

@@ -13,6 +13,8 @@ sends its FileRecords (``broker.socket_writer``).
 
 from __future__ import annotations
 
+import asyncio
+
 import time
 
 from broker.context import RawResponse
@@ -129,21 +131,21 @@ def handle(ctx, req):
     keys = [(f.topic, f.partition) for f in context.partitions if f.topic is not None]
     if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not keys:
         return _response(broker, version, context, parts)
-    return _long_poll(ctx, req, context, keys, version)
+    # Watch for appends from this very read on: the coroutine below only starts on a later pass of
+    # the loop, and an append handled in between would otherwise wake nobody (the fetch would then
+    # sleep its whole max wait with the data in the log). Kafka's DelayedFetch re-checks likewise.
+    waiter = broker.replica_manager.wait_for_data(keys, req.max_wait_ms / 1000)
+    return _long_poll(ctx, req, context, keys, version, waiter)
 
 
-async def _long_poll(ctx, req, context: FetchContext, keys: list[tuple[str, int]], version: int):
+async def _long_poll(ctx, req, context: FetchContext, keys: list[tuple[str, int]], version: int,
+                     waiter: asyncio.Future):
     broker = ctx.broker
     deadline = time.monotonic() + req.max_wait_ms / 1000
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        await broker.replica_manager.wait_for_data(keys, remaining)
+        await waiter
         parts, total, errors = _read_all(broker, context.partitions, req)
-        if errors or total >= req.min_bytes:
+        remaining = deadline - time.monotonic()
+        if errors or total >= req.min_bytes or remaining <= 0 or broker.stopping:
             return _response(broker, version, context, parts)
-        if broker.stopping:
-            break
-    parts, _, _ = _read_all(broker, context.partitions, req)
-    return _response(broker, version, context, parts)
+        waiter = broker.replica_manager.wait_for_data(keys, remaining)
