@@ -14,7 +14,6 @@ sends its FileRecords (``broker.socket_writer``).
 from __future__ import annotations
 
 import asyncio
-
 import time
 
 from broker.context import RawResponse
