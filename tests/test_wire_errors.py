@@ -204,9 +204,14 @@ def test_bad_topic_name(broker, name):
 
 
 def test_auto_create_on_metadata(broker, topic_name):
+    """The creating request is answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka 4 answers it; the next
+    one shows the topic."""
     with RawClient(broker.bootstrap) as c:
-        meta = c.send(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)],
-                                          allow_auto_topic_creation=True), 12)
+        req = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)],
+                                  allow_auto_topic_creation=True)
+        first = c.send(req, 12).topics[0]
+        meta = c.send(req, 12)
+    assert (first.error_code, first.partitions) == (3, [])
     t = meta.topics[0]
     assert t.error_code == 0 and t.name == topic_name and len(t.partitions) == 1
     assert t.partitions[0].leader_id == 1 and t.partitions[0].leader_epoch == 0

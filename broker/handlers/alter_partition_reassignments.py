@@ -42,14 +42,17 @@ def _check(node_id: int, topic: str, info, partition: int, replicas: list[int] |
 @api(45, (0, 1))
 def handle(ctx, req):
     broker = ctx.broker
+    timed_out = req.timeout_ms <= 0  # Kafka's controller deadline has passed before it looks
     responses = []
     for t in req.topics:
         info = broker.metadata.get(t.name)
         partitions = []
         for p in t.partitions:
-            code, message = _check(broker.node_id, t.name, info, p.partition_index, p.replicas)
+            code, message = ((ErrorCode.REQUEST_TIMED_OUT, None) if timed_out
+                             else _check(broker.node_id, t.name, info, p.partition_index, p.replicas))
             partitions.append(PartitionResponse(partition_index=p.partition_index, error_code=int(code),
                                                 error_message=message))
         responses.append(TopicResponse(name=t.name, partitions=partitions))
-    return Response(throttle_time_ms=0, error_code=0, error_message=None, responses=responses,
+    return Response(throttle_time_ms=0, error_code=int(ErrorCode.REQUEST_TIMED_OUT if timed_out else 0),
+                    error_message=None, responses=responses,
                     allow_replication_factor_change=getattr(req, "allow_replication_factor_change", True))

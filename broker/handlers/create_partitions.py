@@ -12,6 +12,9 @@ Result = Response.CreatePartitionsTopicResult
 
 @api(37, (0, 3))
 def handle(ctx, req):
+    if req.timeout_ms <= 0:  # Kafka's controller deadline has passed: nothing changes
+        return Response(throttle_time_ms=0, results=[
+            Result(name=t.name, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None) for t in req.topics])
     results = []
     for t in req.topics:
         try:

@@ -20,22 +20,24 @@ Result = Response.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
 
 
+def _failed(name: str, code: int, message: str | None):
+    return Result(name=name, error_code=code, error_message=message, topic_id=uuid.UUID(int=0),
+                  num_partitions=-1, replication_factor=-1, configs=[])
+
+
 @api(19, (2, 7))
 def handle(ctx, req):
     broker = ctx.broker
+    if req.timeout_ms <= 0:
+        # Kafka's controller deadline has passed before it starts: nothing is created, and the error
+        # answer covers every entry of the request as sent, repeated names included
+        return Response(throttle_time_ms=0, topics=[_failed(t.name, ErrorCode.REQUEST_TIMED_OUT, None)
+                                                    for t in req.topics])
+    names = [t.name for t in req.topics]
+    duplicated = list(dict.fromkeys(n for n in names if names.count(n) > 1))
     results = []
-    seen: dict[str, int] = {}
     for t in req.topics:
-        seen[t.name] = seen.get(t.name, 0) + 1
-    duplicates_answered: set[str] = set()
-    for t in req.topics:
-        if seen[t.name] > 1:
-            # Kafka's response is keyed by name: a duplicated name is answered once
-            if t.name not in duplicates_answered:
-                duplicates_answered.add(t.name)
-                results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
-                                      error_message=f"Duplicate topic name: {t.name}", topic_id=uuid.UUID(int=0),
-                                      num_partitions=-1, replication_factor=-1, configs=[]))
+        if t.name in duplicated:
             continue
         configs = {c.name: c.value for c in t.configs}
         try:
@@ -44,8 +46,7 @@ def handle(ctx, req):
                 validate_only=req.validate_only, assignments=[a.broker_ids for a in t.assignments] or None,
             )
         except KafkaError as e:
-            results.append(Result(name=t.name, error_code=e.code, error_message=e.message, topic_id=uuid.UUID(int=0),
-                                  num_partitions=-1, replication_factor=-1, configs=[]))
+            results.append(_failed(t.name, e.code, e.message))
             continue
         if info is None:  # validate_only
             partitions = t.num_partitions if t.num_partitions > 0 else broker.config.get("num.partitions")
@@ -61,6 +62,8 @@ def handle(ctx, req):
             else broker.config.get("default.replication.factor"),
             configs=_configs(broker, info.configs),
         ))
+    # as Kafka's ControllerApis: repeated names are left out of the creation and answered after it, once
+    results += [_failed(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in duplicated]
     return Response(throttle_time_ms=0, topics=results)
 
 

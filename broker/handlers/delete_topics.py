@@ -24,6 +24,10 @@ def handle(ctx, req):
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, ZERO) for name in req.topic_names]
+    if req.timeout_ms <= 0:  # Kafka's controller deadline has passed: nothing is deleted
+        return Response(throttle_time_ms=0, responses=[
+            Result(name=name, topic_id=topic_id, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None)
+            for name, topic_id in wanted])
     results = []
     for name, topic_id in wanted:
         if name is None:

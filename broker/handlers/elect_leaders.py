@@ -24,6 +24,11 @@ NOT_NEEDED = "Leader election not needed for topic partition."
 def handle(ctx, req):
     metadata = ctx.broker.metadata
     election_type = req.election_type if ctx.api_version >= 1 else 0
+    if req.timeout_ms <= 0:  # Kafka's controller deadline has passed before it looks
+        return Response(throttle_time_ms=0, error_code=int(ErrorCode.REQUEST_TIMED_OUT), replica_election_results=[
+            TopicResult(topic=t.topic, partition_result=[
+                PartitionResult(partition_id=p, error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None)
+                for p in t.partitions]) for t in req.topic_partitions or ()])
     if req.topic_partitions is None:
         return Response(throttle_time_ms=0, error_code=0, replica_election_results=[
             TopicResult(topic=name, partition_result=[]) for name in metadata.topics])
