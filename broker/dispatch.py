@@ -77,6 +77,8 @@ class Dispatcher:
         if spec is None:
             raise CloseConnection(f"unknown API key {api_key}")
         if api_key == API_VERSIONS_KEY and not spec.accepts(version):
+            if len(frame) < 8:  # no correlation id to answer with: Kafka cannot parse the header either
+                raise CloseConnection("request header too short")
             return self._unsupported_api_versions(frame, version)
         if not spec.accepts(version):
             raise CloseConnection(f"unsupported version {version} of API key {api_key}")
@@ -107,7 +109,7 @@ class Dispatcher:
 
     def _unsupported_api_versions(self, frame: bytes, version: int) -> Encoded:
         """KIP-511: answer a v0 body with UNSUPPORTED_VERSION and our ApiVersions range."""
-        correlation_id = struct.unpack_from(">i", frame, 4)[0] if len(frame) >= 8 else 0
+        correlation_id = struct.unpack_from(">i", frame, 4)[0]
         spec = HANDLERS[API_VERSIONS_KEY]
         resp = spec.response_cls[0](
             error_code=35,

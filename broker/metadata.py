@@ -19,7 +19,7 @@ from pathlib import Path
 from broker.scram_credentials import Credentials, ScramCredential
 from protocol.errors import ErrorCode, KafkaError
 
-LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" would let a final newline in
 MAX_TOPIC_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -47,7 +47,7 @@ def validate_topic_name(name: str | None) -> None:
         raise invalid(f"'{name}' is not allowed")
     if len(name) > MAX_TOPIC_LENGTH:
         raise invalid(f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_LENGTH}")
-    if not LEGAL_TOPIC.match(name):
+    if not LEGAL_TOPIC.fullmatch(name):
         raise invalid(f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'")
 
 

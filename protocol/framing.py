@@ -43,8 +43,8 @@ class FrameDecoder:
                     return frames
                 head = self._peek(4)
                 size = SIZE.unpack_from(head, 0)[0]
-                if size < 0:
-                    raise InvalidFrame(f"negative frame size {size}")
+                if size <= 0:  # an empty frame has no request header: Kafka closes the connection too
+                    raise InvalidFrame(f"frame size {size}")
                 if size > self.max_size:
                     raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_size}")
                 self._need = size

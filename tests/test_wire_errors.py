@@ -104,6 +104,8 @@ def test_api_versions_v5_checks_the_node_the_client_means(broker):
 
 @pytest.mark.parametrize("garbage", [
     struct.pack(">i", -5),  # negative size
+    struct.pack(">i", 0),  # an empty frame
+    struct.pack(">i", 4) + struct.pack(">hh", 18, 99),  # ApiVersions too short to hold a correlation id
     struct.pack(">i", 3) + b"abc",  # shorter than a header
     struct.pack(">i", 12) + struct.pack(">hhih", 9999, 0, 1, 0) + b"\x00\x00",  # unknown API key
     struct.pack(">i", 12) + struct.pack(">hhih", 3, 77, 1, 0) + b"\x00\x00",  # unsupported Metadata version
@@ -193,7 +195,7 @@ def test_unknown_topic_with_auto_create_off(tmp_path):
         assert b.stop() == 0
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "bad/name", "a" * 250, "spaces here", "ünïcode"])
+@pytest.mark.parametrize("name", ["", ".", "..", "bad/name", "a" * 250, "spaces here", "ünïcode", "newline\n"])
 def test_bad_topic_name(broker, name):
     assert _create(broker.bootstrap, name) == 17  # INVALID_TOPIC_EXCEPTION
     if name:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from broker.handlers.create_topics import MAX_RECORDS_PER_BATCH
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
@@ -15,11 +16,15 @@ def handle(ctx, req):
     if req.timeout_ms <= 0:  # Kafka's controller deadline has passed: nothing changes
         return Response(throttle_time_ms=0, results=[
             Result(name=t.name, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None) for t in req.topics])
+    added = sum(max(t.count - _current(ctx, t.name), 0) for t in req.topics if ctx.broker.metadata.get(t.name))
+    if added > MAX_RECORDS_PER_BATCH:  # Kafka's controller batch overflows: an unexpected error for all
+        return Response(throttle_time_ms=0, results=[
+            Result(name=t.name, error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=None) for t in req.topics])
     results = []
     for t in req.topics:
         try:
             if t.assignments is not None and len(t.assignments) != t.count - _current(ctx, t.name):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                                  "Increasing the number of partitions by a different amount than the assignments")
             ctx.broker.controller.create_partitions(t.name, t.count, validate_only=req.validate_only)
             results.append(Result(name=t.name, error_code=0, error_message=None))

@@ -20,6 +20,25 @@ Result = Response.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
 
 
+# Kafka's controller writes at most this many records in one batch, and refuses more partitions than
+# that in one request (ReplicationControlManager): a request for 100,000 would otherwise make this
+# broker create directories until it runs out of descriptors.
+MAX_RECORDS_PER_BATCH = 10_000
+
+
+def _too_large(broker, topics) -> str | None:
+    """Kafka's message when the request's partitions, or its records (a topic record, one per partition,
+    one per config), are more than one controller batch; checked for the whole request at once."""
+    default = broker.config.get("num.partitions")
+    partitions = [len(t.assignments) if t.assignments else t.num_partitions if t.num_partitions > 0 else default
+                  for t in topics]
+    if sum(partitions) > MAX_RECORDS_PER_BATCH:
+        return "Excessively large number of partitions per request."
+    if sum(1 + p + len(t.configs) for p, t in zip(partitions, topics, strict=True)) > MAX_RECORDS_PER_BATCH:
+        return "Unable to perform excessively large batch operation."
+    return None
+
+
 def _failed(name: str, code: int, message: str | None):
     return Result(name=name, error_code=code, error_message=message, topic_id=uuid.UUID(int=0),
                   num_partitions=-1, replication_factor=-1, configs=[])
@@ -35,9 +54,13 @@ def handle(ctx, req):
                                                     for t in req.topics])
     names = [t.name for t in req.topics]
     duplicated = list(dict.fromkeys(n for n in names if names.count(n) > 1))
+    too_large = _too_large(broker, [t for t in req.topics if t.name not in duplicated])
     results = []
     for t in req.topics:
         if t.name in duplicated:
+            continue
+        if too_large:
+            results.append(_failed(t.name, ErrorCode.POLICY_VIOLATION, too_large))
             continue
         configs = {c.name: c.value for c in t.configs}
         try:

@@ -768,7 +768,8 @@ class GroupMetadataManager:
             self._reschedule_heartbeat(group, group.member(member_id))
 
         now = self.time_ms()
-        expire = None if retention_time_ms == -1 else now + retention_time_ms
+        # clamped: Java would wrap a retention near Long.MAX_VALUE; either way the commit stands
+        expire = None if retention_time_ms == -1 else min(now + retention_time_ms, (1 << 63) - 1)
         results: dict[tuple[str, int], ErrorCode] = {}
         pending: list[tuple[str, int, OffsetAndMetadata]] = []
         records: list[Record] = []

@@ -387,3 +387,42 @@ def test_describe_configs_broker_values(pair):
     k, o = pair.run(scenario)
     assert sorted(k) == sorted(keys)
     assert o == k
+
+
+@pytest.mark.parametrize("assignments", [[[1]], [[1], [1], [1]], [[]], [[1, 1]]],
+                         ids=["too-few", "too-many", "empty", "repeated-broker"])
+def test_create_partitions_with_assignments(pair, assignments):
+    """kafka-python's NewPartitions(3, [[1]]) on a one-partition topic: the assignment count must be
+    the number of new partitions, each a valid replica list (node ids: each cluster's own)."""
+    name = pair.create_topic(unique("parts-assign"), 1)
+
+    def scenario(t):
+        with t.client() as c:
+            r = c.send(build(CreatePartitionsRequest, 3, timeout_ms=10000, validate_only=True, topics=[dict(
+                name=name, count=3,
+                assignments=[dict(broker_ids=[t.node_id if b == 1 else b for b in a]) for a in assignments])]), 3)
+        return normalise(r)
+
+    k, o = pair.run(scenario)
+    assert k["results"][0]["error_code"] != 0
+    assert o == k
+
+
+@pytest.mark.parametrize("api", ["create-topics", "create-partitions"])
+def test_excessively_many_partitions_in_one_request(pair, api):
+    """Kafka refuses more than 10,000 new partitions in one request before doing anything (a request
+    for 100,000 once made ours create directories until it ran out of descriptors)."""
+    name = pair.create_topic(unique("parts-many"), 1) if api == "create-partitions" else unique("many")
+
+    def scenario(t):
+        with t.client() as c:
+            if api == "create-topics":
+                r = c.send(build(CreateTopicsRequest, 7, timeout_ms=10000, validate_only=False, topics=[
+                    dict(name=name, num_partitions=10_001, replication_factor=1, assignments=[], configs=[])]), 7)
+            else:
+                r = c.send(build(CreatePartitionsRequest, 3, timeout_ms=10000, validate_only=False, topics=[
+                    dict(name=name, count=10_002, assignments=None)]), 3)
+        return normalise(r, replace={"topic_id": "<id>"}), metadata_topic(t, name, False)["error_code"]
+
+    k, o = pair.run(scenario)
+    assert o == k
