@@ -103,6 +103,7 @@ class Broker:
         await start_metrics(self)  # collectors; /metrics when metrics.port > 0
         self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick)
         self._schedule(min(self.config.log_flush_interval_ms, 1000), self._flush_tick)
+        self._schedule(lambda: min(self.config.get("connections.max.idle.ms") // 2, 1000), self._expire_idle_connections)
         self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
         if self.config.get("log.cleaner.enable"):  # log compaction, in slices on this loop
             from storage.cleaner import LogCleaner
@@ -210,6 +211,12 @@ class Broker:
                     log.exception("periodic task failed", task=getattr(fn, "__name__", str(fn)))
 
         self._periodic.append(asyncio.create_task(loop()))
+
+    def _expire_idle_connections(self) -> None:
+        idle_s = self.config.get("connections.max.idle.ms") / 1000
+        now = time.monotonic()
+        for conn in list(self.connections):
+            conn.close_if_idle(now, idle_s)
 
     def _retention_tick(self) -> None:
         self.log_manager.run_retention(int(time.time() * 1000))

@@ -185,8 +185,13 @@ class ReplicaManager:
         batch = batches[0]
         if batch.compression > 4:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Unknown compression type id {batch.compression}")
+        try:
+            rec.check_offsets_and_count(batch)
+        except rec.InvalidRecord as e:
+            raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
         if batch.is_control:
             raise KafkaError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+        _check_records(buf, batch)
         max_size = plog.config.max_message_bytes
         if batch.size > max_size:
             raise KafkaError(
@@ -300,6 +305,32 @@ class ReplicaManager:
             for fut in list(waiters):
                 if not fut.done():
                     fut.set_result(None)
+
+
+def _check_records(buf: bytearray, batch: rec.BatchInfo) -> None:
+    """Every record read back as LogValidator reads it (decompressing a compressed batch), so that
+    nothing a consumer could not read is stored. A codec that cannot decompress the payload is an
+    unexpected error in Kafka (UNKNOWN_SERVER_ERROR); records that do not fit are INVALID_RECORD."""
+    end = len(buf)  # one whole batch (checked by _validate_request_records)
+    if batch.compression == 0:
+        data, start = buf, rec.HEADER_SIZE
+    else:
+        from storage.cleaner import decompress
+
+        payload = bytes(buf[rec.HEADER_SIZE:end])
+        try:
+            if not payload and batch.compression != 4:  # an empty zstd frame reads as no records
+                raise ValueError("empty compressed payload")
+            data = decompress(batch.compression, payload) if payload else b""
+        except Exception as e:  # noqa: BLE001 - every codec failure is Kafka's unexpected error
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot decompress the record batch: {e}") from None
+        start, end = 0, len(data)
+    try:
+        rec.check_records(data, start, end, batch.records_count, compressed=batch.compression != 0)
+    except rec.InvalidInnerOffset as e:
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from None
+    except rec.InvalidRecord as e:
+        raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
 
 
 def last_stable_offset(plog: PartitionLog) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,7 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.local_host = "127.0.0.1"
         self.id = f"c{next(_ids)}"
+        self.last_active = time.monotonic()  # the last read or write, for connections.max.idle.ms
 
     # --- asyncio callbacks ------------------------------------------------------------------
 
@@ -75,6 +77,7 @@ class Connection(asyncio.Protocol):
             self.writer = None
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except (FrameTooLarge, InvalidFrame) as e:
@@ -166,6 +169,7 @@ class Connection(asyncio.Protocol):
 
     def _flush(self, buffers: list) -> None:
         if buffers and not self.closed:
+            self.last_active = time.monotonic()
             self.transport.writelines(buffers)
 
     def _send_regions(self, buffers: list) -> None:
@@ -188,6 +192,7 @@ class Connection(asyncio.Protocol):
             _close_regions(buffers)
             self._close(f"write failed: {e}", quiet=isinstance(e, ConnectionError))
             return
+        self.last_active = time.monotonic()
         if done is not None:
             self.sending = done
             done.add_done_callback(self._sent)
@@ -201,6 +206,14 @@ class Connection(asyncio.Protocol):
             self._close(f"write failed: {error}", quiet=isinstance(error, ConnectionError))
             return
         self._pump()
+
+    def close_if_idle(self, now: float, idle_s: float) -> bool:
+        """Kafka's idle expiry (connections.max.idle.ms): no read or write for that long, and no
+        request still being answered, closes the connection. True when it was closed."""
+        if self.closed or self.task is not None or self.sending is not None or now - self.last_active < idle_s:
+            return False
+        self._close(f"idle for more than {idle_s * 1000:.0f} ms", quiet=True)
+        return True
 
     def _close(self, reason: str, quiet: bool = False) -> None:
         """Close the connection; ``quiet`` for the peer having gone (nothing to warn about)."""

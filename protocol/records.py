@@ -55,6 +55,86 @@ class UnsupportedMagic(InvalidBatch):
     """A magic 0/1 message set, which Kafka 4 no longer accepts."""
 
 
+class InvalidRecord(Exception):
+    """Records that do not read back as the batch header declares them (INVALID_RECORD)."""
+
+
+class InvalidInnerOffset(InvalidRecord):
+    """A compressed batch whose records' offset deltas do not count 0, 1, 2, ... (Kafka fails the
+    append with an unexpected error: UNKNOWN_SERVER_ERROR)."""
+
+
+def check_offsets_and_count(info: BatchInfo) -> None:
+    """LogValidator.validateBatch for magic 2: the offset range and the record count agree."""
+    last = info.base_offset + info.last_offset_delta
+    if info.last_offset_delta + 1 <= 0:
+        raise InvalidRecord(f"Batch has an invalid offset range: [{info.base_offset}, {last}]")
+    if info.records_count <= 0:
+        raise InvalidRecord(f"Invalid reported count for record batch: {info.records_count}")
+    if info.last_offset_delta + 1 != info.records_count:
+        raise InvalidRecord(f"Inconsistent batch offset range [{info.base_offset}, {last}] and count of records "
+                            f"{info.records_count}")
+
+
+def check_records(data: bytes | bytearray, pos: int, end: int, count: int, compressed: bool) -> None:
+    """Read ``count`` records from ``data[pos:end]`` as Kafka's LogValidator does, field by field,
+    without keeping them; raise InvalidRecord where they do not fit. Uncompressed, each record must
+    be exactly its declared length (DefaultRecord.readFrom); from a decompressed stream Kafka reads
+    the fields in sequence, refuses a record shorter than declared (readPartiallyFrom) and needs the
+    offset deltas in order (assigning them in place). No bytes may follow the last record."""
+    for index in range(count):
+        p, length = _zigzag_at(data, pos, end)
+        body_end = p + length
+        if length < 0 or (not compressed and body_end > end):
+            raise InvalidRecord("Found invalid record structure")
+        limit = body_end if not compressed else end
+        p += 1  # attributes
+        p, _ts = _zigzag_at(data, p, limit)
+        p, offset_delta = _zigzag_at(data, p, limit)
+        for _field in (0, 1):  # key, value (a negative length is null, as Kafka reads it)
+            p, n = _zigzag_at(data, p, limit)
+            if n > 0:
+                p += n
+        p, headers = _zigzag_at(data, p, limit)
+        if headers < 0:
+            raise InvalidRecord(f"Found invalid number of record headers {headers}")
+        for _ in range(headers):
+            p, n = _zigzag_at(data, p, limit)
+            if n < 0:
+                raise InvalidRecord(f"Invalid negative header key size {n}")
+            p, v = _zigzag_at(data, p + n, limit)
+            if v > 0:
+                p += v
+        if p > limit or (p != body_end if not compressed else p < body_end):
+            raise InvalidRecord(f"Invalid record size: expected to read {length} bytes in record payload")
+        if compressed and offset_delta != index:  # checked once the record has been read, as Kafka does
+            raise InvalidInnerOffset(f"Inner record offset delta {offset_delta} at index {index} of a compressed batch")
+        pos = p
+    if pos != end:
+        raise InvalidRecord("Incorrect declared batch size, records still remaining in file")
+
+
+def _zigzag_at(data: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
+    """(position after, value) of the zigzag varint at ``pos``, which must lie before ``end``."""
+    if pos >= end:
+        raise InvalidRecord("Found invalid record structure")
+    b = data[pos]
+    if b < 0x80:
+        return pos + 1, (b >> 1) ^ -(b & 1)
+    value = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if pos >= end or shift > 63:
+            raise InvalidRecord("Found invalid record structure")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return pos, (value >> 1) ^ -(value & 1)
+        shift += 7
+
+
 @dataclass(slots=True)
 class BatchInfo:
     """The header fields the broker acts on; built once per appended batch."""
@@ -169,10 +249,6 @@ def validate_batches(buf: memoryview | bytes | bytearray, max_batch_size: int | 
         info = read_header(mv, pos)
         if crc32c(mv[pos + CRC_START : pos + size]) != CRC.unpack_from(mv, pos + 17)[0]:
             raise InvalidBatch("record batch CRC mismatch")
-        if info.last_offset_delta < 0 or info.records_count < 0:
-            raise InvalidBatch("negative lastOffsetDelta or record count")
-        if info.records_count == 0 and not info.is_control:
-            raise InvalidBatch("batch has no records")
         out.append(info)
         pos += size
     return out

@@ -322,3 +322,21 @@ def test_fetch_long_poll_sees_an_append_in_the_same_loop_pass(broker, topic_name
             if time.monotonic() - start > 1.5:
                 slow.append(offset)
     assert slow == [], f"fetches at these offsets waited out max_wait: {slow}"
+
+
+def test_idle_connections_are_closed(tmp_path):
+    """connections.max.idle.ms: an idle connection, and one stalled halfway through a frame, are
+    closed; one that keeps talking is not."""
+    b = BrokerProcess(tmp_path / "d", overrides={"connections.max.idle.ms": "1000"}).start()
+    try:
+        with RawClient(b.bootstrap) as idle, RawClient(b.bootstrap) as stalled, RawClient(b.bootstrap) as busy:
+            stalled.send_bytes(struct.pack(">i", 100) + b"\x00\x12")
+            deadline = time.monotonic() + 2.5
+            while time.monotonic() < deadline:
+                busy.send(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"), 3)
+                time.sleep(0.2)
+            assert idle.is_closed(timeout=2)
+            assert stalled.is_closed(timeout=2)
+            assert not busy.is_closed(timeout=0.1)
+    finally:
+        b.stop()
