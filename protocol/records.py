@@ -76,63 +76,99 @@ def check_offsets_and_count(info: BatchInfo) -> None:
                             f"{info.records_count}")
 
 
-def check_records(data: bytes | bytearray, pos: int, end: int, count: int, compressed: bool) -> None:
-    """Read ``count`` records from ``data[pos:end]`` as Kafka's LogValidator does, field by field,
-    without keeping them; raise InvalidRecord where they do not fit. Uncompressed, each record must
-    be exactly its declared length (DefaultRecord.readFrom); from a decompressed stream Kafka reads
-    the fields in sequence, refuses a record shorter than declared (readPartiallyFrom) and needs the
-    offset deltas in order (assigning them in place). No bytes may follow the last record."""
-    for index in range(count):
-        p, length = _zigzag_at(data, pos, end)
-        body_end = p + length
-        if length < 0 or (not compressed and body_end > end):
-            raise InvalidRecord("Found invalid record structure")
-        limit = body_end if not compressed else end
-        p += 1  # attributes
-        p, _ts = _zigzag_at(data, p, limit)
-        p, offset_delta = _zigzag_at(data, p, limit)
-        for _field in (0, 1):  # key, value (a negative length is null, as Kafka reads it)
-            p, n = _zigzag_at(data, p, limit)
+def check_records(data: bytes | bytearray | memoryview, pos: int, end: int, count: int, compressed: bool) -> None:
+    """Read ``count`` records from ``data[pos:end]`` (``end`` is the end of ``data``) as Kafka's
+    LogValidator does, field by field, without keeping them; raise InvalidRecord where they do not
+    fit. Uncompressed, each record must be exactly its declared length (DefaultRecord.readFrom); from
+    a decompressed stream Kafka reads the fields in sequence, refuses a record shorter than declared
+    (readPartiallyFrom) and needs the offset deltas in order (assigning them in place). No bytes may
+    follow the last record. A hot path (every produced record): one-byte varints are read inline."""
+    try:
+        for index in range(count):
+            # Each varint: one or two bytes inline (a 1 KiB record's length and value length take
+            # two), longer ones through _zigzag_at.
+            b = data[pos]
+            if b < 0x80:
+                p, length = pos + 1, (b >> 1) ^ -(b & 1)
+            elif data[pos + 1] < 0x80:
+                v = (b & 0x7F) | (data[pos + 1] << 7)
+                p, length = pos + 2, (v >> 1) ^ -(v & 1)
+            else:
+                p, length = _zigzag_at(data, pos)
+            body_end = p + length
+            if length < 0 or (not compressed and body_end > end):
+                raise InvalidRecord("Found invalid record structure")
+            p += 1  # attributes
+            b = data[p]  # timestamp delta
+            if b < 0x80:
+                p += 1
+            elif data[p + 1] < 0x80:
+                p += 2
+            else:
+                p = _zigzag_at(data, p)[0]
+            b = data[p]  # offset delta
+            if b < 0x80:
+                p, offset_delta = p + 1, (b >> 1) ^ -(b & 1)
+            else:
+                p, offset_delta = _zigzag_at(data, p)
+            b = data[p]  # key length (negative: null, as Kafka reads it)
+            if b < 0x80:
+                p, n = p + 1, (b >> 1) ^ -(b & 1)
+            elif data[p + 1] < 0x80:
+                v = (b & 0x7F) | (data[p + 1] << 7)
+                p, n = p + 2, (v >> 1) ^ -(v & 1)
+            else:
+                p, n = _zigzag_at(data, p)
             if n > 0:
                 p += n
-        p, headers = _zigzag_at(data, p, limit)
-        if headers < 0:
-            raise InvalidRecord(f"Found invalid number of record headers {headers}")
-        for _ in range(headers):
-            p, n = _zigzag_at(data, p, limit)
-            if n < 0:
-                raise InvalidRecord(f"Invalid negative header key size {n}")
-            p, v = _zigzag_at(data, p + n, limit)
-            if v > 0:
-                p += v
-        if p > limit or (p != body_end if not compressed else p < body_end):
-            raise InvalidRecord(f"Invalid record size: expected to read {length} bytes in record payload")
-        if compressed and offset_delta != index:  # checked once the record has been read, as Kafka does
-            raise InvalidInnerOffset(f"Inner record offset delta {offset_delta} at index {index} of a compressed batch")
-        pos = p
+            b = data[p]  # value length
+            if b < 0x80:
+                p, n = p + 1, (b >> 1) ^ -(b & 1)
+            elif data[p + 1] < 0x80:
+                v = (b & 0x7F) | (data[p + 1] << 7)
+                p, n = p + 2, (v >> 1) ^ -(v & 1)
+            else:
+                p, n = _zigzag_at(data, p)
+            if n > 0:
+                p += n
+            b = data[p]
+            if b < 0x80:
+                p, headers = p + 1, (b >> 1) ^ -(b & 1)
+            else:
+                p, headers = _zigzag_at(data, p)
+            if headers < 0:
+                raise InvalidRecord(f"Found invalid number of record headers {headers}")
+            for _ in range(headers):
+                p, n = _zigzag_at(data, p)
+                if n < 0:
+                    raise InvalidRecord(f"Invalid negative header key size {n}")
+                p, v = _zigzag_at(data, p + n)
+                if v > 0:
+                    p += v
+            if p > end or (p != body_end if not compressed else p < body_end):
+                raise InvalidRecord(f"Invalid record size: expected to read {length} bytes in record payload")
+            if compressed and offset_delta != index:  # checked once the record has been read, as Kafka does
+                raise InvalidInnerOffset(f"Inner record offset delta {offset_delta} at index {index} of a "
+                                         "compressed batch")
+            pos = p
+    except IndexError:
+        raise InvalidRecord("Found invalid record structure") from None
     if pos != end:
         raise InvalidRecord("Incorrect declared batch size, records still remaining in file")
 
 
-def _zigzag_at(data: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
-    """(position after, value) of the zigzag varint at ``pos``, which must lie before ``end``."""
-    if pos >= end:
-        raise InvalidRecord("Found invalid record structure")
-    b = data[pos]
-    if b < 0x80:
-        return pos + 1, (b >> 1) ^ -(b & 1)
-    value = b & 0x7F
-    shift = 7
-    pos += 1
+def _zigzag_at(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """(position after, value) of the zigzag varint at ``pos`` (IndexError past the data's end)."""
+    value = shift = 0
     while True:
-        if pos >= end or shift > 63:
-            raise InvalidRecord("Found invalid record structure")
         b = data[pos]
         pos += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
             return pos, (value >> 1) ^ -(value & 1)
         shift += 7
+        if shift > 63:
+            raise InvalidRecord("Found invalid record structure")
 
 
 @dataclass(slots=True)
