@@ -19,6 +19,7 @@ import structlog
 from broker.context import NO_RESPONSE, RawResponse, RequestContext
 from broker.handlers.registry import HANDLERS, ApiSpec
 from protocol.headers import MalformedHeader, parse_request_header, peek_api, response_header
+from protocol.nullability import null_violation
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -91,6 +92,11 @@ class Dispatcher:
             request = spec.decode(body, version) if spec.decode else spec.request_cls.decode(body, version=version)
         except Exception as e:  # noqa: BLE001 - any decode failure is a malformed request
             raise CloseConnection(f"malformed {spec.request_cls.name} v{version}: {e!r}") from None
+        if spec.decode is None:
+            field = null_violation(request, spec.request_cls.fields, version)
+            if field is not None:
+                raise CloseConnection(f"non-nullable field {field} of {spec.request_cls.name} v{version} "
+                                      "was serialized as null")
         ctx = RequestContext(
             self.broker, api_key, version, header.correlation_id, header.client_id, client_host, local_host,
             connection_id, listener,

@@ -340,3 +340,24 @@ def test_idle_connections_are_closed(tmp_path):
             assert not busy.is_closed(timeout=0.1)
     finally:
         b.stop()
+
+
+def test_null_in_a_non_nullable_field_closes_the_connection(broker):
+    """Kafka's parsers refuse a null where the schema allows none ("non-nullable field ... was
+    serialized as null") and the broker closes the connection; no handler sees it (DeleteTopics v1
+    with a null topic array, JoinGroup v5 with null protocol metadata)."""
+    import re
+
+    bodies = {
+        20: (1, struct.pack(">i", -1) + struct.pack(">i", 1000)),  # DeleteTopics v1: topic_names null
+        11: (5, struct.pack(">h", 1) + b"g" + struct.pack(">ii", 10000, 10000) + struct.pack(">h", 0)
+             + struct.pack(">h", -1) + struct.pack(">h", 8) + b"consumer" + struct.pack(">i", 1)
+             + struct.pack(">h", 5) + b"range" + struct.pack(">i", -1)),  # JoinGroup v5: metadata null
+    }
+    for api_key, (version, body) in bodies.items():
+        with RawClient(broker.bootstrap) as c:
+            frame = struct.pack(">hhih", api_key, version, 9, 1) + b"t" + body
+            c.send_bytes(struct.pack(">i", len(frame)) + frame)
+            assert c.is_closed()
+    _still_serving(broker.bootstrap)
+    assert not re.search(r"Traceback|request failed", broker.log_tail(400))
