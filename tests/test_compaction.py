@@ -199,7 +199,17 @@ def test_keyless_records_are_refused_on_a_compacted_topic(cbroker):
 def partition_records(
     data_dir: str, topic: str, partition: int
 ) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Every record on disk (files read directly, kafka-python's decoder)."""
+    """Every record on disk (files read directly, kafka-python's decoder). The running broker's
+    cleaner swaps segments in and out, so a listing whose file has vanished is read again."""
+    for _attempt in range(50):
+        try:
+            return _read_partition_records(data_dir, topic, partition)
+        except FileNotFoundError:
+            time.sleep(0.05)
+    return _read_partition_records(data_dir, topic, partition)
+
+
+def _read_partition_records(data_dir: str, topic: str, partition: int) -> list[tuple[int, bytes | None, bytes | None]]:
     out = []
     for path in sorted(glob.glob(os.path.join(data_dir, f"{topic}-{partition}", "*.log"))):
         with open(path, "rb") as f:
