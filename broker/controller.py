@@ -24,6 +24,17 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 MAX_PARTITIONS = 100_000
+# Kafka's controller writes at most this many records in one batch and refuses more partitions than
+# that in one request (ReplicationControlManager).
+MAX_RECORDS_PER_BATCH = 10_000
+
+
+def deadline_passed(timeout_ms: int) -> bool:
+    """Kafka forwards the admin requests that change the cluster to its controller with a deadline of
+    now + timeout_ms; at zero or below it has passed before the controller looks, so every entry is
+    REQUEST_TIMED_OUT and nothing changes (CreateTopics, CreatePartitions, DeleteTopics, ElectLeaders,
+    AlterPartitionReassignments)."""
+    return timeout_ms <= 0
 
 
 class Controller:

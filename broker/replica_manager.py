@@ -317,7 +317,7 @@ def _check_records(buf: bytearray, batch: rec.BatchInfo) -> None:
     else:
         from storage.cleaner import decompress
 
-        payload = bytes(buf[rec.HEADER_SIZE:end])
+        payload = memoryview(buf)[rec.HEADER_SIZE:end]  # decompress copies it once
         try:
             if not payload and batch.compression != 4:  # an empty zstd frame reads as no records
                 raise ValueError("empty compressed payload")

@@ -111,26 +111,17 @@ def check_records(data: bytes | bytearray | memoryview, pos: int, end: int, coun
                 p, offset_delta = p + 1, (b >> 1) ^ -(b & 1)
             else:
                 p, offset_delta = _zigzag_at(data, p)
-            b = data[p]  # key length (negative: null, as Kafka reads it)
-            if b < 0x80:
-                p, n = p + 1, (b >> 1) ^ -(b & 1)
-            elif data[p + 1] < 0x80:
-                v = (b & 0x7F) | (data[p + 1] << 7)
-                p, n = p + 2, (v >> 1) ^ -(v & 1)
-            else:
-                p, n = _zigzag_at(data, p)
-            if n > 0:
-                p += n
-            b = data[p]  # value length
-            if b < 0x80:
-                p, n = p + 1, (b >> 1) ^ -(b & 1)
-            elif data[p + 1] < 0x80:
-                v = (b & 0x7F) | (data[p + 1] << 7)
-                p, n = p + 2, (v >> 1) ^ -(v & 1)
-            else:
-                p, n = _zigzag_at(data, p)
-            if n > 0:
-                p += n
+            for _field in (0, 1):  # key and value lengths (negative: null, as Kafka reads it)
+                b = data[p]
+                if b < 0x80:
+                    p, n = p + 1, (b >> 1) ^ -(b & 1)
+                elif data[p + 1] < 0x80:
+                    v = (b & 0x7F) | (data[p + 1] << 7)
+                    p, n = p + 2, (v >> 1) ^ -(v & 1)
+                else:
+                    p, n = _zigzag_at(data, p)
+                if n > 0:
+                    p += n
             b = data[p]
             if b < 0x80:
                 p, headers = p + 1, (b >> 1) ^ -(b & 1)

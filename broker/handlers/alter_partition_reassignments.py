@@ -9,6 +9,7 @@ which already holds the partition, so an accepted reassignment is complete at on
 
 from __future__ import annotations
 
+from broker.controller import deadline_passed
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response
@@ -42,7 +43,7 @@ def _check(node_id: int, topic: str, info, partition: int, replicas: list[int] |
 @api(45, (0, 1))
 def handle(ctx, req):
     broker = ctx.broker
-    timed_out = req.timeout_ms <= 0  # Kafka's controller deadline has passed before it looks
+    timed_out = deadline_passed(req.timeout_ms)
     responses = []
     for t in req.topics:
         info = broker.metadata.get(t.name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.handlers.create_topics import MAX_RECORDS_PER_BATCH
+from broker.controller import MAX_RECORDS_PER_BATCH, deadline_passed
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
@@ -13,7 +13,7 @@ Result = Response.CreatePartitionsTopicResult
 
 @api(37, (0, 3))
 def handle(ctx, req):
-    if req.timeout_ms <= 0:  # Kafka's controller deadline has passed: nothing changes
+    if deadline_passed(req.timeout_ms):
         return Response(throttle_time_ms=0, results=[
             Result(name=t.name, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None) for t in req.topics])
     added = sum(max(t.count - _current(ctx, t.name), 0) for t in req.topics if ctx.broker.metadata.get(t.name))

@@ -9,7 +9,9 @@ topic id. RF > 1 is accepted on this single node with a warning in the log (see 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 
+from broker.controller import MAX_RECORDS_PER_BATCH, deadline_passed
 from broker.handlers.describe_configs import topic_config_entries
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
@@ -20,15 +22,10 @@ Result = Response.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
 
 
-# Kafka's controller writes at most this many records in one batch, and refuses more partitions than
-# that in one request (ReplicationControlManager): a request for 100,000 would otherwise make this
-# broker create directories until it runs out of descriptors.
-MAX_RECORDS_PER_BATCH = 10_000
-
-
 def _too_large(broker, topics) -> str | None:
     """Kafka's message when the request's partitions, or its records (a topic record, one per partition,
-    one per config), are more than one controller batch; checked for the whole request at once."""
+    one per config), are more than one controller batch; checked for the whole request at once (a
+    request for 100,000 once made this broker create directories until it ran out of descriptors)."""
     default = broker.config.get("num.partitions")
     partitions = [len(t.assignments) if t.assignments else t.num_partitions if t.num_partitions > 0 else default
                   for t in topics]
@@ -47,13 +44,11 @@ def _failed(name: str, code: int, message: str | None):
 @api(19, (2, 7))
 def handle(ctx, req):
     broker = ctx.broker
-    if req.timeout_ms <= 0:
-        # Kafka's controller deadline has passed before it starts: nothing is created, and the error
-        # answer covers every entry of the request as sent, repeated names included
+    if deadline_passed(req.timeout_ms):  # the error answer covers every entry as sent, repeats included
         return Response(throttle_time_ms=0, topics=[_failed(t.name, ErrorCode.REQUEST_TIMED_OUT, None)
                                                     for t in req.topics])
-    names = [t.name for t in req.topics]
-    duplicated = list(dict.fromkeys(n for n in names if names.count(n) > 1))
+    counts = Counter(t.name for t in req.topics)
+    duplicated = [n for n, c in counts.items() if c > 1]
     too_large = _too_large(broker, [t for t in req.topics if t.name not in duplicated])
     results = []
     for t in req.topics:

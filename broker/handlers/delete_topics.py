@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.controller import deadline_passed
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
@@ -24,7 +25,7 @@ def handle(ctx, req):
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, ZERO) for name in req.topic_names]
-    if req.timeout_ms <= 0:  # Kafka's controller deadline has passed: nothing is deleted
+    if deadline_passed(req.timeout_ms):
         return Response(throttle_time_ms=0, responses=[
             Result(name=name, topic_id=topic_id, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None)
             for name, topic_id in wanted])

@@ -9,6 +9,7 @@ partition, and Kafka then reports only the elections it did (none): each topic w
 
 from __future__ import annotations
 
+from broker.controller import deadline_passed
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response
@@ -24,7 +25,7 @@ NOT_NEEDED = "Leader election not needed for topic partition."
 def handle(ctx, req):
     metadata = ctx.broker.metadata
     election_type = req.election_type if ctx.api_version >= 1 else 0
-    if req.timeout_ms <= 0:  # Kafka's controller deadline has passed before it looks
+    if deadline_passed(req.timeout_ms):
         return Response(throttle_time_ms=0, error_code=int(ErrorCode.REQUEST_TIMED_OUT), replica_election_results=[
             TopicResult(topic=t.topic, partition_result=[
                 PartitionResult(partition_id=p, error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None)
