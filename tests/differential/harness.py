@@ -156,16 +156,27 @@ class Target:
                                 include_topic_authorized_operations=False), version)
 
     def wait_topic(self, name: str, partitions: int, timeout: float = 30.0) -> None:
-        """Until Metadata shows every partition with a leader (Kafka propagates creation asynchronously)."""
+        """Until Metadata shows every partition with a leader and the leader serves every partition
+        (Kafka propagates creation asynchronously: its metadata cache can name the leader before the
+        replica manager has made the partition, which then answers NOT_LEADER_OR_FOLLOWER)."""
         deadline = time.monotonic() + timeout
         while True:
             t = self.metadata([name]).topics[0]
             if t.error_code == 0 and len(t.partitions) == partitions and all(
-                    p.error_code == 0 and p.leader_id >= 0 for p in t.partitions):
+                    p.error_code == 0 and p.leader_id >= 0 for p in t.partitions) and self._serves(name, partitions):
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.name}: topic {name} not ready: {t}")
             time.sleep(0.05)
+
+    def _serves(self, name: str, partitions: int) -> bool:
+        """Whether the leader answers ListOffsets (latest) for every partition without an error."""
+        with self.client() as c:
+            r = c.send(build(ListOffsetsRequest, 9, replica_id=-1, isolation_level=0, timeout_ms=10000,
+                             topics=[dict(name=name, partitions=[dict(
+                                 partition_index=i, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1)
+                                 for i in range(partitions)])]), 9)
+        return all(p.error_code == 0 for t in r.topics for p in t.partitions)
 
     def describe_configs(self, resource_type: int, name: str, keys: list[str] | None = None,
                          synonyms: bool = False, version: int = 4):
