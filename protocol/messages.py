@@ -77,7 +77,10 @@ API_MODULES: dict[int, tuple[str, str]] = {
 #: stock client sends a version kafka-python's specs do not have yet. API_MODULES still names
 #: kafka-python's module for them (a test checks that table against kafka-python).
 NEWER: dict[int, str] = {18: "protocol.newer.api_versions", 28: "protocol.newer.txn_offset_commit",
-                         42: "protocol.newer.delete_groups"}
+                         42: "protocol.newer.delete_groups", 68: "protocol.newer.consumer_group_heartbeat",
+                         69: "protocol.newer.consumer_group_describe"}
+#: APIs kafka-python has no classes for at all (so they are not in API_MODULES): their names.
+NEWER_ONLY: dict[int, str] = {68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe"}
 
 
 def _register_unexecuted(package: str) -> None:
@@ -116,7 +119,9 @@ def _message_class(api_key: int, kind: str) -> Any:
     if cls is None:
         entry = API_MODULES.get(api_key)
         if entry is None:
-            return None
+            if api_key not in NEWER_ONLY:
+                return None
+            entry = ("", NEWER_ONLY[api_key])
         module_name, name = entry
         module = importlib.import_module(NEWER.get(api_key) or f"kafka.protocol.{module_name}")
         cls = _loaded[(api_key, kind)] = getattr(module, name + kind)
@@ -134,7 +139,7 @@ def response_class(api_key: int) -> Any:
 def api_name(api_key: int) -> str:
     """Kafka's name of an API ("Produce"), without loading its classes."""
     entry = API_MODULES.get(api_key)
-    return entry[1] if entry is not None else str(api_key)
+    return entry[1] if entry is not None else NEWER_ONLY.get(api_key, str(api_key))
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -178,6 +183,6 @@ class LazyClass:
 
 
 def lazy_response(api_key: int) -> LazyClass:
-    if api_key not in API_MODULES:
+    if api_key not in API_MODULES and api_key not in NEWER_ONLY:
         raise KeyError(f"no kafka-python message for API key {api_key}")
     return LazyClass(lambda: response_class(api_key))
