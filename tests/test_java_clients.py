@@ -15,6 +15,7 @@ import pytest
 
 from tests.broker_process import BrokerProcess
 from tests.support.java_client import SCENARIOS, build_scenarios, run_scenario, scenario_failure
+from tests.test_consumer_protocol import require_consumer_group_protocol
 
 pytestmark = [
     pytest.mark.java,
@@ -37,6 +38,8 @@ NEEDS = {
     "consume-transform-produce": _ADMIN | _PRODUCE | _CONSUME | _GROUP | _TXN,
     "groups": _ADMIN | _PRODUCE | _CONSUME | _GROUP | {15, 16},
     "admin-transactions": _ADMIN | _PRODUCE | _TXN | {61, 65, 66},
+    # KIP-848 (group.protocol=consumer): ConsumerGroupHeartbeat and ConsumerGroupDescribe, no JoinGroup
+    "consumer-protocol": _ADMIN | _PRODUCE | _CONSUME | _TXN | {8, 9, 68, 69},
 }
 
 
@@ -70,6 +73,8 @@ def test_needs_cover_every_scenario():
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_java_scenario_against_our_broker(our_broker, scenarios_jar, advertised, request, scenario):
+    if 68 in NEEDS[scenario]:
+        require_consumer_group_protocol(advertised)
     missing = sorted(NEEDS[scenario] - set(advertised))
     if missing:
         request.applymarker(pytest.mark.xfail(strict=False, reason=f"API keys {missing} not implemented yet"))

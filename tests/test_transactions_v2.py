@@ -151,9 +151,11 @@ def features(resp) -> tuple[list, int, list]:
 def test_api_versions_finalize_transaction_version_2(wire):
     v4 = api_versions(wire, 4)
     assert features(v4) == (
-        [("metadata.version", 7, 30), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 1)],
+        [("group.version", 0, 1), ("metadata.version", 7, 30), ("transaction.version", 0, 2),
+         ("eligible.leader.replicas.version", 0, 1)],
         1,
-        [("metadata.version", 30, 30), ("transaction.version", 2, 2), ("eligible.leader.replicas.version", 1, 1)],
+        [("group.version", 1, 1), ("metadata.version", 30, 30), ("transaction.version", 2, 2),
+         ("eligible.leader.replicas.version", 1, 1)],
     )
     # KAFKA-17492: below v4, supported features with min 0 are left out
     v3 = api_versions(wire, 3)
@@ -170,7 +172,8 @@ def test_transaction_version_property_levels(tmp_path):
             with RawClient(b.bootstrap) as c:
                 supported, epoch, fin = features(api_versions(c, 4))
                 assert ("transaction.version", 0, 2) in supported and epoch == 1
-                assert fin == [("metadata.version", 30, 30), *finalized, ("eligible.leader.replicas.version", 1, 1)]
+                assert fin == [("group.version", 1, 1), ("metadata.version", 30, 30), *finalized,
+                               ("eligible.leader.replicas.version", 1, 1)]
                 # TV1 transactions keep working; the log value version follows the level
                 create_topic(c)
                 txn_id, pid, epoch = fresh(c)
@@ -205,7 +208,7 @@ def test_api_versions_features_match_apache_kafka(wire, tmp_path):
     finally:
         ref.stop()
     ours = {v: features(api_versions(wire, v)) for v in (3, 4)}
-    omitted = {"group.version", "kraft.version", "share.version", "streams.version"}
+    omitted = {"kraft.version", "share.version", "streams.version"}
     for v in (3, 4):
         (k_sup, k_epoch, k_fin), (o_sup, o_epoch, o_fin) = theirs[v], ours[v]
         assert k_epoch >= 0 and o_epoch >= 0

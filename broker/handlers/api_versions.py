@@ -26,10 +26,13 @@ Features (v3+), as Kafka's ApiVersionsResponse.createApiVersionsResponse builds 
   them at -1). ``transaction.version`` >= 2 is what makes the Java 4.x producer and franz-go
   use Transactions V2 (Produce v12 implicit add, TxnOffsetCommit v5, EndTxn v5).
 
-Deliberately not listed, unlike Apache Kafka 4.3.1: ``group.version``, ``share.version`` and
-``streams.version`` (they announce the KIP-848 consumer, KIP-932 share and KIP-1071 streams
-group protocols, which this broker does not implement) and ``kraft.version`` (a property of a
-controller quorum, which does not exist here).
+``group.version`` is supported 0-1 and finalized at 1, as Kafka 4.3.1 formats it: the KIP-848
+consumer group protocol is on (ConsumerGroupHeartbeat, ConsumerGroupDescribe).
+
+Deliberately not listed, unlike Apache Kafka 4.3.1: ``share.version`` and ``streams.version``
+(they announce the KIP-932 share and KIP-1071 streams group protocols, which this broker does
+not implement) and ``kraft.version`` (a property of a controller quorum, which does not exist
+here).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ METADATA_VERSION_MIN, METADATA_VERSION = 7, 30
 # eligible.leader.replicas.version, finalized at 1 as Kafka 4.3.1 formats it: on one node the ELR
 # lists stay empty, and min.insync.replicas lives at the cluster level (broker.dynamic_config).
 ELR_VERSION = 1
+# group.version 1: the KIP-848 consumer group protocol (ConsumerGroupHeartbeat) is on.
+GROUP_VERSION = 1
 # Our features never change while the broker runs, so the epoch never needs to move.
 FINALIZED_FEATURES_EPOCH = 1
 
@@ -60,7 +65,7 @@ def advertised_versions() -> list[tuple[int, int, int]]:
 
 def supported_features(api_version: int) -> list[tuple[str, int, int]]:
     """(name, min, max) in Kafka's order; v<4 leaves out the ones with min 0."""
-    features = [("metadata.version", METADATA_VERSION_MIN, METADATA_VERSION),
+    features = [("group.version", 0, GROUP_VERSION), ("metadata.version", METADATA_VERSION_MIN, METADATA_VERSION),
                 ("transaction.version", 0, MAX_TRANSACTION_VERSION),
                 ("eligible.leader.replicas.version", 0, ELR_VERSION)]
     return [f for f in features if api_version >= 4 or f[1] != 0]
@@ -68,7 +73,8 @@ def supported_features(api_version: int) -> list[tuple[str, int, int]]:
 
 def finalized_features(config) -> list[tuple[str, int]]:
     """(name, level); features at level 0 are not listed (createFinalizedFeatureKeys)."""
-    features = [("metadata.version", METADATA_VERSION), ("transaction.version", transaction_version_level(config)),
+    features = [("group.version", GROUP_VERSION), ("metadata.version", METADATA_VERSION),
+                ("transaction.version", transaction_version_level(config)),
                 ("eligible.leader.replicas.version", ELR_VERSION)]
     return [f for f in features if f[1] > 0]
 

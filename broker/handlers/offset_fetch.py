@@ -26,23 +26,24 @@ GroupTopic = Group.OffsetFetchResponseTopics
 GroupPartition = GroupTopic.OffsetFetchResponsePartitions
 
 
-def fetch_group(ctx, group_id: str | None, topics, require_stable: bool):
-    """(group error, [(topic, [FetchedPartition])]) for one requested group."""
+def fetch_group(ctx, group_id: str | None, topics, require_stable: bool, member: tuple[str | None, int] = (None, -1)):
+    """(group error, [(topic, [FetchedPartition])]) for one requested group; ``member`` (v9+: member id
+    and epoch) is checked by a consumer group."""
     requested = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     gc = ctx.broker.group_coordinator
     if gc is None or not gc.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, requested
-    return gc.manager.fetch_offsets(group_id, requested, require_stable)
+    return gc.manager.fetch_offsets(group_id, requested, require_stable, *member)
 
 
-def fetch_group_by_id(ctx, group_id: str, topics, require_stable: bool):
+def fetch_group_by_id(ctx, group_id: str, topics, require_stable: bool, member: tuple[str | None, int] = (None, -1)):
     """v10, as Kafka 4.x's KafkaApis: (group error, [(topic id, [FetchedPartition])]). Requested
     ids are resolved first and the coordinator asked for the known ones (even none, so group
     errors still show); unknown ids follow, UNKNOWN_TOPIC_ID on each partition. An all-topics
     fetch leaves out committed topics that no longer have an id (it cannot name them)."""
     metadata = ctx.broker.metadata
     if topics is None:
-        code, result = fetch_group(ctx, group_id, None, require_stable)
+        code, result = fetch_group(ctx, group_id, None, require_stable, member)
         if code != ErrorCode.NONE:
             return code, []
         named = [(metadata.topics.get(name), parts) for name, parts in result]
@@ -50,7 +51,7 @@ def fetch_group_by_id(ctx, group_id: str, topics, require_stable: bool):
     for t in topics:
         t.name = metadata.name_of(t.topic_id)
     known = [t for t in topics if t.name is not None]
-    code, result = fetch_group(ctx, group_id, known, require_stable)
+    code, result = fetch_group(ctx, group_id, known, require_stable, member)
     if code != ErrorCode.NONE:
         return code, []
     unknown = [(t.topic_id, [FetchedPartition(p, error=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
@@ -89,11 +90,12 @@ def handle(ctx, req):
         )
     groups = []
     for g in req.groups:
+        member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
         if v >= 10:
-            code, result = fetch_group_by_id(ctx, g.group_id, g.topics, require_stable)
+            code, result = fetch_group_by_id(ctx, g.group_id, g.topics, require_stable, member)
             rows = [("", topic_id, parts) for topic_id, parts in result] if code == ErrorCode.NONE else []
         else:
-            code, result = fetch_group(ctx, g.group_id, g.topics, require_stable)
+            code, result = fetch_group(ctx, g.group_id, g.topics, require_stable, member)
             rows = [(name, None, parts) for name, parts in result] if code == ErrorCode.NONE else []
         groups.append(Group(
             group_id=g.group_id,

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocol.messages import API_MODULES, request_class, response_class
+from protocol.messages import API_MODULES, NEWER_ONLY, request_class, response_class
 
 if TYPE_CHECKING:
     from broker.context import RequestContext
@@ -56,7 +56,7 @@ def api(
     def register(handler: Handler) -> Handler:
         if key in HANDLERS:
             raise RuntimeError(f"API key {key} registered twice")
-        if key not in API_MODULES:
+        if key not in API_MODULES and key not in NEWER_ONLY:
             raise RuntimeError(f"API key {key} has no message classes (protocol.messages.API_MODULES)")
         HANDLERS[key] = ApiSpec(
             key,

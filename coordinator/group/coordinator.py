@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from coordinator.group.consumer_manager import ConsumerGroupConfig
 from coordinator.group.group import JoinResult, SyncResult
 from coordinator.group.java_hash import partition_for
 from coordinator.group.manager import GroupConfig, GroupMetadataManager, JoinRequest, Record
@@ -103,7 +104,9 @@ class GroupCoordinator:
         metrics = getattr(broker, "metrics", None)
         self.manager = GroupMetadataManager(GroupConfig.from_broker(cfg.get), self.timer, self._write,
                                             partition_for=self.partition_for,
-                                            on_rebalanced=metrics.group_rebalanced if metrics is not None else None)
+                                            on_rebalanced=metrics.group_rebalanced if metrics is not None else None,
+                                            consumer_config=ConsumerGroupConfig.from_broker(cfg.get),
+                                            topics=getattr(broker, "metadata", None))
         self.active = False
         self._tasks: list[asyncio.Task] = []
 

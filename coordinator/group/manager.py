@@ -22,6 +22,7 @@ from typing import Protocol
 import structlog
 
 from coordinator.group import records as rec
+from coordinator.group.consumer_manager import ConsumerGroupConfig, ConsumerGroupManager, Topics
 from coordinator.group.group import (
     EMPTY_ASSIGNMENT,
     ClassicGroup,
@@ -42,6 +43,7 @@ Record = tuple[bytes, bytes | None]  # (key, value); a None value is a tombstone
 Writer = Callable[[str, list[Record]], int]  # (group_id, records) -> base offset; raises KafkaError
 
 GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 INVALID_OFFSET = -1
 
 
@@ -177,6 +179,8 @@ class GroupMetadataManager:
         time_ms: Callable[[], int] = _wall_ms,
         partition_for: Callable[[str], int] | None = None,
         on_rebalanced: Callable[[str], None] | None = None,
+        consumer_config: ConsumerGroupConfig | None = None,
+        topics: Topics | None = None,
     ) -> None:
         self.config = config
         self.timer = timer
@@ -186,6 +190,21 @@ class GroupMetadataManager:
         self.on_rebalanced = on_rebalanced  # a group completed a rebalance: a new generation with members
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
+        # KIP-848 consumer groups share the offsets, the log and the group id space.
+        self.consumer = ConsumerGroupManager(consumer_config or ConsumerGroupConfig(), timer, self._write_and_replay,
+                                             topics, self.groups.get, self._classic_tombstones, time_ms)
+
+    def _write_and_replay(self, group_id: str, records: list[Record]) -> int:
+        """The consumer group manager's writer: classic records among its own (the tombstone of an
+        empty classic group it converts) are applied here."""
+        base = self._write(group_id, records)
+        for key, value in records:
+            if rec.decode_key(key) is not None:
+                self.replay(-1, NO_PRODUCER_ID, key, value)
+        return base
+
+    def _classic_tombstones(self, group_id: str) -> list[Record]:
+        return [(rec.group_metadata_key(group_id), None)]
 
     # ======================================================================================
     # JoinGroup
@@ -199,6 +218,18 @@ class GroupMetadataManager:
             respond(JoinResult(error=ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id))
             return
         is_unknown = req.member_id == ""
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                # Kafka would take the classic member into the consumer group (online migration).
+                respond(JoinResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
+                return
+            try:
+                self._write(req.group_id, self.consumer.delete_group_records(consumer_group))
+            except KafkaError as e:
+                respond(JoinResult(error=append_error_to_response_error(e.code)))
+                return
+            self.consumer.forget(req.group_id)
         group = self.groups.get(req.group_id)
         if group is None:
             if not is_unknown:
@@ -685,6 +716,9 @@ class GroupMetadataManager:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
+        if group is None and group_id in self.consumer.groups:
+            return ErrorCode.NONE, [(mid, iid, self.consumer.leave_by_classic_request(group_id, mid, iid))
+                                    for mid, iid, _ in members]
         if group is None:
             return ErrorCode.NONE, [(mid, iid, ErrorCode.UNKNOWN_MEMBER_ID) for mid, iid, _ in members]
         if group.state is DEAD:
@@ -751,8 +785,14 @@ class GroupMetadataManager:
         if group_id is None:
             return all_failed(ErrorCode.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
+        consumer_group = self.consumer.groups.get(group_id) if group is None else None
         created = False
-        if group is None:
+        if consumer_group is not None:
+            try:
+                self.consumer.validate_offset_commit(consumer_group, member_id, generation_id, False, api_version)
+            except KafkaError as e:
+                return all_failed(e.code)
+        elif group is None:
             if generation_id < 0:
                 # Admin client or manual assignment: a "simple" group, kept in memory only.
                 group = ClassicGroup(group_id, EMPTY, self.time_ms())
@@ -760,10 +800,11 @@ class GroupMetadataManager:
             else:
                 return all_failed(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
         try:
-            group.validate_offset_commit(member_id, group_instance_id, generation_id, is_transactional=False)
+            if group is not None:
+                group.validate_offset_commit(member_id, group_instance_id, generation_id, is_transactional=False)
         except KafkaError as e:
             return all_failed(e.code)
-        if group.state in (STABLE, PREPARING_REBALANCE) and member_id in group.members:
+        if group is not None and group.state in (STABLE, PREPARING_REBALANCE) and member_id in group.members:
             # Classic consumers keep their session alive by committing.
             self._reschedule_heartbeat(group, group.member(member_id))
 
@@ -791,19 +832,27 @@ class GroupMetadataManager:
             for i, (topic, partition, value) in enumerate(pending):
                 value.record_offset = base + i
                 self.offsets.put(group_id, topic, partition, value)
-        if created:
+        if created and group is not None:
             self.groups[group_id] = group
         return results
 
     def fetch_offsets(
-        self, group_id: str | None, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+        self, group_id: str | None, topics: list[tuple[str, list[int]]] | None, require_stable: bool,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[tuple[str, list[FetchedPartition]]]]:
         """Committed offsets of ``topics`` (None: every committed partition). An unknown group
-        is not an error: every partition simply has no offset."""
+        is not an error: every partition simply has no offset. A consumer group checks the
+        member id and epoch that OffsetFetch v9+ carries."""
         if group_id is None:
             return ErrorCode.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
-        known = group is not None and group.state is not DEAD
+        consumer_group = self.consumer.groups.get(group_id) if group is None else None
+        if consumer_group is not None:
+            try:
+                self.consumer.validate_offset_fetch(consumer_group, member_id, member_epoch)
+            except KafkaError as e:
+                return e.code, []
+        known = (group is not None and group.state is not DEAD) or consumer_group is not None
         committed = self.offsets.group_offsets(group_id) if known else {}
         out: list[tuple[str, list[FetchedPartition]]] = []
         if topics is None:
@@ -829,16 +878,20 @@ class GroupMetadataManager:
         self, group_id: str, topics: list[tuple[str, list[int]]]
     ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]]]:
         group = self.groups.get(group_id)
-        if group is None:
+        consumer_group = self.consumer.groups.get(group_id) if group is None else None
+        if consumer_group is not None:
+            subscribed = consumer_group.subscribed_topic_names(self.consumer.resolve_regex)
+        elif group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, []
-        try:
-            group.validate_offset_delete()
-        except KafkaError as e:
-            return e.code, []
+        else:
+            try:
+                group.validate_offset_delete()
+            except KafkaError as e:
+                return e.code, []
         out: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
         doomed: list[tuple[str, int]] = []
         for topic, partitions in topics:
-            if group.is_subscribed_to_topic(topic):
+            if topic in subscribed if consumer_group is not None else group.is_subscribed_to_topic(topic):
                 out.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
                 continue
             out.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
@@ -880,6 +933,14 @@ class GroupMetadataManager:
         out = []
         for gid in group_ids:
             group = self.groups.get(gid)
+            if group is None and gid in self.consumer.groups:
+                # Kafka's describeGroups only knows classic groups.
+                if api_version >= 6:
+                    out.append(DescribedGroup(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a classic group.",
+                                              state=str(DEAD)))
+                else:
+                    out.append(DescribedGroup(gid, state=str(DEAD)))
+                continue
             if group is None or group.state is DEAD:
                 if api_version >= 6:
                     out.append(DescribedGroup(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.",
@@ -906,13 +967,15 @@ class GroupMetadataManager:
         (case-insensitive; an empty filter passes everything)."""
         states = {s.lower() for s in states_filter}
         types = {t.lower() for t in types_filter}
-        if types and GROUP_TYPE_CLASSIC not in types:
-            return []
-        return [
-            (g.group_id, g.protocol_type or "", str(g.state), GROUP_TYPE_CLASSIC)
-            for g in self.groups.values()
-            if g.state is not DEAD and (not states or str(g.state).lower() in states)
-        ]
+        out = []
+        if not types or GROUP_TYPE_CLASSIC in types:
+            out += [(g.group_id, g.protocol_type or "", str(g.state), GROUP_TYPE_CLASSIC)
+                    for g in self.groups.values()
+                    if g.state is not DEAD and (not states or str(g.state).lower() in states)]
+        if not types or GROUP_TYPE_CONSUMER in types:
+            out += [(g.group_id, GROUP_TYPE_CONSUMER, g.state, GROUP_TYPE_CONSUMER)
+                    for g in self.consumer.groups.values() if not states or g.state.lower() in states]
+        return out
 
     def delete_groups(self, group_ids: list[str | None]) -> list[tuple[str | None, ErrorCode]]:
         out: list[tuple[str | None, ErrorCode]] = []
@@ -921,6 +984,9 @@ class GroupMetadataManager:
                 out.append((gid, ErrorCode.INVALID_GROUP_ID))
                 continue
             group = self.groups.get(gid)
+            if group is None and gid in self.consumer.groups:
+                out.append((gid, self._delete_consumer_group(gid)))
+                continue
             if group is None:
                 out.append((gid, ErrorCode.GROUP_ID_NOT_FOUND))
                 continue
@@ -938,6 +1004,18 @@ class GroupMetadataManager:
             self._remove_group(gid, drop_offsets=True)
             out.append((gid, ErrorCode.NONE))
         return out
+
+    def _delete_consumer_group(self, group_id: str) -> ErrorCode:
+        group = self.consumer.groups[group_id]
+        if not group.is_empty():
+            return ErrorCode.NON_EMPTY_GROUP
+        try:
+            self._write(group_id, self._offset_tombstones(group_id) + self.consumer.delete_group_records(group))
+        except KafkaError as e:
+            return append_error_to_response_error(e.code)
+        self.consumer.forget(group_id)
+        self._remove_group(group_id, drop_offsets=True)
+        return ErrorCode.NONE
 
     def _offset_tombstones(self, group_id: str) -> list[Record]:
         keys = {(t, p) for t, parts in self.offsets.group_offsets(group_id).items() for p in parts}
@@ -993,6 +1071,43 @@ class GroupMetadataManager:
                 self._remove_group(gid, drop_offsets=False)
             elif expired:
                 log.info("expired offsets", group=gid, count=len(expired))
+        return removed + self._cleanup_consumer_groups(now)
+
+    def _cleanup_consumer_groups(self, now: int) -> int:
+        """Consumer groups: offsets of topics no member subscribes to expire from their commit
+        time (Kafka's ConsumerGroup.offsetExpirationCondition); an Empty group left with no
+        offsets is deleted."""
+        removed = 0
+        retention = self.config.offsets_retention_ms
+        for gid, group in list(self.consumer.groups.items()):
+            subscribed = group.subscribed_topic_names(self.consumer.resolve_regex)
+            expired: list[tuple[str, int]] = []
+            total = 0
+            for topic, parts in self.offsets.group_offsets(gid).items():
+                for p, o in parts.items():
+                    total += 1
+                    due = now >= o.expire_timestamp_ms if o.expire_timestamp_ms is not None \
+                        else now - o.commit_timestamp_ms >= retention
+                    if topic not in subscribed and due and not self.offsets.has_pending_transactional_offsets(gid, topic, p):
+                        expired.append((topic, p))
+            delete_group = group.is_empty() and len(expired) == total and \
+                not self.offsets.group_has_open_transactions(gid)
+            records = [(rec.offset_commit_key(gid, t, p), None) for t, p in expired]
+            if delete_group:
+                records += self.consumer.delete_group_records(group)
+            if not records:
+                continue
+            try:
+                self._write(gid, records)
+            except KafkaError as e:
+                log.warning("failed to write offset expiry tombstones", group=gid, error=e.code.name)
+                continue
+            for t, p in expired:
+                self.offsets.remove(gid, t, p)
+            removed += len(expired)
+            if delete_group:
+                log.info("consumer group deleted after its offsets expired", group=gid)
+                self.consumer.forget(gid)
         return removed
 
     def _expired_offsets(self, group: ClassicGroup, now: int) -> tuple[list[tuple[str, int]], bool]:
@@ -1037,11 +1152,14 @@ class GroupMetadataManager:
     def replay(self, record_offset: int, producer_id: int, key: bytes | None, value: bytes | None) -> None:
         """Apply one record read back from ``__consumer_offsets``; raises RecordFormatError."""
         k = rec.decode_key(key)
+        if k is None:
+            self.consumer.replay(bytes(key), None if value is None else bytes(value))
+            return
         if isinstance(k, rec.OffsetCommitKey):
             if value is None:
                 self.offsets.remove(k.group, k.topic, k.partition)
                 return
-            if k.group not in self.groups:
+            if k.group not in self.groups and k.group not in self.consumer.groups:
                 # Offsets without membership: a simple group, as Kafka materialises it.
                 self.groups[k.group] = ClassicGroup(k.group, EMPTY, self.time_ms())
             v = OffsetAndMetadata.from_record(record_offset, rec.decode_offset_commit_value(value))
@@ -1089,6 +1207,7 @@ class GroupMetadataManager:
                 self._reschedule_heartbeat(group, member)
             if group.num_members > self.config.max_size:
                 self._prepare_rebalance(group, f"Freshly-loaded group {group.group_id} is over capacity")
+        self.consumer.on_loaded()
 
     def unload(self) -> None:
         """Answer every parked JoinGroup/SyncGroup with NOT_COORDINATOR (shutdown)."""

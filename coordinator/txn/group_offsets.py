@@ -97,14 +97,18 @@ def commit_transactional_offsets(
         return all_failed(ErrorCode.INVALID_GROUP_ID)
     manager = gc.manager
     group = manager.groups.get(group_id)
+    consumer_group = manager.consumer.groups.get(group_id) if group is None else None
     created = False
-    if group is None:
+    if group is None and consumer_group is None:
         if generation_id >= 0:  # GROUP_ID_NOT_FOUND from v6 (TxnOffsetCommitRequest.supportsGroupIdNotFoundError)
             return all_failed(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.ILLEGAL_GENERATION)
         group = ClassicGroup(group_id, EMPTY, manager.time_ms())
         created = True
     try:
-        group.validate_offset_commit(member_id, group_instance_id, generation_id, is_transactional=True)
+        if consumer_group is not None:
+            manager.consumer.validate_offset_commit(consumer_group, member_id, generation_id, True, api_version)
+        else:
+            group.validate_offset_commit(member_id, group_instance_id, generation_id, is_transactional=True)
         gc.ensure_offsets_topic()
         plog = broker.replica_manager.partition_log(OFFSETS_TOPIC, gc.partition_for(group_id))
     except KafkaError as e:

@@ -24,7 +24,6 @@ NOT_IMPLEMENTED = {
     55: "no KRaft quorum: one process is broker and controller", 57: "finalized features are fixed",
     64: "no KRaft broker registration", 80: "no KRaft voters", 81: "no KRaft voters",
     34: "one log dir, no intra-broker moves",
-    68: "KIP-848 consumer groups: classic protocol only", 69: "KIP-848 consumer groups",
     76: "share groups (KIP-932)", 77: "share groups", 78: "share groups", 79: "share groups",
     83: "share groups", 84: "share groups", 85: "share groups", 86: "share groups", 87: "share groups",
     90: "share groups", 91: "share groups", 92: "share groups",

@@ -31,6 +31,7 @@ SCENARIOS = (
     "consume-transform-produce",
     "groups",
     "admin-transactions",
+    "consumer-protocol",
 )
 
 

@@ -33,6 +33,7 @@ public final class Scenarios {
         ALL.put("consume-transform-produce", ConsumeTransformProduceScenario::run);
         ALL.put("groups", GroupsScenario::run);
         ALL.put("admin-transactions", AdminTransactionsScenario::run);
+        ALL.put("consumer-protocol", ConsumerProtocolScenario::run);
     }
 
     private Scenarios() {}

@@ -1,0 +1,80 @@
+"""ConsumerGroupDescribe (key 69), v0-1: KIP-848 consumer groups as their coordinator sees them.
+
+Per group: its state (Empty, Assigning, Reconciling, Stable), group and assignment epochs, the
+assignor in use, and each member's subscription, current and target assignment (topics by id
+and name). An unknown group is GROUP_ID_NOT_FOUND "Group <id> not found.", a classic group
+"Group <id> is not a consumer group.", an empty id INVALID_GROUP_ID; v1 adds MemberType (1, a
+consumer-protocol member). Authorized operations, when asked for, are every group operation
+(no authorizer), as DescribeGroups answers them.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.describe_groups import GROUP_OPERATIONS
+from broker.handlers.registry import api
+from protocol.errors import ErrorCode
+from protocol.messages import lazy_response
+
+Response = lazy_response(69)
+Described = Response.DescribedGroup
+Member = Described.Member
+Assignment = Member.Assignment
+NO_OPERATIONS = -(2**31)
+CONSUMER_MEMBER = 1
+
+
+def _error(group_id: str, code: ErrorCode, message: str | None):
+    return Described(error_code=code, error_message=message, group_id=group_id, group_state="", group_epoch=0,
+                     assignment_epoch=0, assignor_name="", members=[], authorized_operations=NO_OPERATIONS)
+
+
+def _owned(member) -> dict:
+    """What the member still owns: its assignment and the partitions it is revoking."""
+    owned = dict(member.assigned)
+    for t, ps in member.pending_revocation.items():
+        owned[t] = owned.get(t, frozenset()) | ps
+    return owned
+
+
+@api(69, (0, 1))
+def handle(ctx, req):
+    gc = ctx.broker.group_coordinator
+    if gc is None or not gc.active:
+        return Response(throttle_time_ms=0, groups=[
+            _error(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, None) for g in req.group_ids])
+    manager = gc.manager
+    consumer = manager.consumer
+
+    def assignment(parts) -> object:
+        return Assignment(topic_partitions=[
+            Assignment.TopicPartitions(topic_id=t, topic_name=consumer.topic_name(t), partitions=sorted(ps))
+            for t, ps in sorted(parts.items(), key=lambda i: str(i[0]))
+        ])
+
+    out = []
+    for gid in req.group_ids:
+        if not gid:
+            out.append(_error(gid, ErrorCode.INVALID_GROUP_ID, None))
+            continue
+        group = consumer.groups.get(gid)
+        if group is None:
+            message = f"Group {gid} is not a consumer group." if gid in manager.groups else f"Group {gid} not found."
+            out.append(_error(gid, ErrorCode.GROUP_ID_NOT_FOUND, message))
+            continue
+        out.append(Described(
+            error_code=ErrorCode.NONE, error_message=None, group_id=gid, group_state=group.state,
+            group_epoch=group.group_epoch, assignment_epoch=max(group.assignment_epoch, 0),
+            assignor_name=consumer.assignor_name(group.members.values()),
+            members=[
+                Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                       member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                       subscribed_topic_names=list(m.subscribed_topic_names),
+                       subscribed_topic_regex=m.subscribed_topic_regex or "",
+                       assignment=assignment(_owned(m)), target_assignment=assignment(group.target.get(m.member_id, {})),
+                       member_type=CONSUMER_MEMBER)
+                for m in group.members.values()
+            ],
+            authorized_operations=sum(1 << op for op in GROUP_OPERATIONS) if req.include_authorized_operations
+            else NO_OPERATIONS,
+        ))
+    return Response(throttle_time_ms=0, groups=out)

@@ -1,0 +1,53 @@
+"""ConsumerGroupHeartbeat (key 68), v0-1: the KIP-848 consumer group protocol.
+
+One request joins (member epoch 0), heartbeats, or leaves (-1; -2 for a static member that will
+come back). The coordinator answers the member's epoch, the heartbeat interval and, when it
+changed or the request was a full one, the partitions the member may own now. v1 requires the
+client to choose its member id (KIP-1082) and adds regular expression subscriptions. Errors
+carry Kafka's messages; see coordinator/group/consumer_manager.py.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.join_group import client_address
+from broker.handlers.registry import api
+from coordinator.group.consumer_manager import HeartbeatRequest
+from protocol.errors import ErrorCode
+from protocol.messages import lazy_response
+
+Response = lazy_response(68)
+Assignment = Response.Assignment
+
+
+@api(68, (0, 1))
+def handle(ctx, req):
+    gc = ctx.broker.group_coordinator
+    if gc is None or not gc.active:
+        return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=None,
+                        member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+    owned = None if req.topic_partitions is None else {
+        tp.topic_id: frozenset(tp.partitions) for tp in req.topic_partitions if tp.partitions}
+    result = gc.manager.consumer.heartbeat(HeartbeatRequest(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=req.rebalance_timeout_ms,
+        subscribed_topic_names=None if req.subscribed_topic_names is None else list(req.subscribed_topic_names),
+        subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
+        server_assignor=req.server_assignor,
+        owned=owned,
+        client_id=ctx.client_id or "",
+        client_host=client_address(ctx.client_host),
+        api_version=ctx.api_version,
+    ))
+    assignment = None
+    if result.assignment is not None:
+        assignment = Assignment(topic_partitions=[
+            Assignment.TopicPartitions(topic_id=t, partitions=sorted(ps))
+            for t, ps in sorted(result.assignment.items(), key=lambda i: str(i[0]))
+        ])
+    return Response(throttle_time_ms=0, error_code=result.error, error_message=result.message,
+                    member_id=result.member_id, member_epoch=result.member_epoch,
+                    heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
