@@ -48,7 +48,6 @@ pytestmark = [
 
 # Skipped by franz-go itself because the broker does not offer the feature (what ApiVersions says).
 EXPECTED_SKIPS = {
-    "Test848RegexBrokerResolves": "KIP-848 consumer groups (ConsumerGroupHeartbeat) not implemented",
     "TestShareGroup": "share groups (KIP-932) not implemented",
     "TestShareGroupETL": "share groups",
     "TestShareGroupAckOnClose": "share groups",
@@ -63,7 +62,8 @@ EXPECTED_SKIPS = {
 # The tests that talk to the broker most; each must run and pass, not skip.
 MUST_PASS = ("TestGroupETL", "TestTxnEtl", "TestGroupSimple", "TestClient_Produce", "TestConsumeRegex",
              "TestAddRemovePartitions", "TestIssue434", "TestIssue337", "TestDirectPartitionPurge",
-             "TestClient_ProduceLargeMessages", "TestIssueFetchLargerThanBrokerMaxReadBytes")
+             "TestClient_ProduceLargeMessages", "TestIssueFetchLargerThanBrokerMaxReadBytes",
+             "Test848RegexBrokerResolves")
 
 RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)", re.MULTILINE)
 
