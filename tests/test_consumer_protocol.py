@@ -43,12 +43,10 @@ CONSUMER_GROUP_DESCRIBE = 69
 
 
 def require_consumer_group_protocol(api_keys: Mapping[int, object]) -> None:
-    """Skips the calling test while the broker does not advertise KIP-848's ConsumerGroupHeartbeat.
-
-    The one switch for every KIP-848 client test (this module and the Java ``consumer-protocol``
-    scenario): delete its body once our broker implements the API, so a regression fails instead."""
-    if CONSUMER_GROUP_HEARTBEAT not in api_keys:
-        pytest.skip("our broker does not advertise ConsumerGroupHeartbeat (API 68, KIP-848) yet")
+    """Fails the calling test when the broker does not advertise KIP-848's ConsumerGroupHeartbeat
+    (the one check for every KIP-848 client test: this module and the Java ``consumer-protocol``
+    scenario)."""
+    assert CONSUMER_GROUP_HEARTBEAT in api_keys, "the broker does not advertise ConsumerGroupHeartbeat (API 68)"
 
 
 @pytest.fixture(scope="module")
