@@ -449,8 +449,9 @@ def group_metrics(gc: Any) -> list[Metric]:
         return []
     counts = _counts(groups) or {}
     prefix = "kafka_coordinator_group_groupmetadatamanager_"
-    total = GaugeMetricFamily(prefix + "numgroups", "Groups known to the coordinator")
-    total.add_metric([], sum(counts.values()))
+    consumer = getattr(manager, "consumer", None)
+    total = GaugeMetricFamily(prefix + "numgroups", "Groups known to the coordinator (classic and consumer)")
+    total.add_metric([], sum(counts.values()) + len(getattr(consumer, "groups", ())))
     out: list[Metric] = [total]
     for state in GROUP_STATES:
         fam = GaugeMetricFamily(prefix + "numgroups" + state.lower(), f"Groups in state {state}")
