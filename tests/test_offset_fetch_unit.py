@@ -43,7 +43,7 @@ def test_v10_group_error_is_answered_not_a_closed_connection() -> None:
 
 def test_v10_known_ids_first_then_unknown_ones() -> None:
     class Manager:
-        def fetch_offsets(self, group_id, requested, require_stable):
+        def fetch_offsets(self, group_id, requested, require_stable, member_id=None, member_epoch=-1):
             self.requested = requested
             return ErrorCode.NONE, [(name, [offset_fetch.FetchedPartition(p, 5) for p in parts])
                                     for name, parts in requested]

@@ -23,50 +23,47 @@ def _freeze(owned: dict[str, dict[uuid.UUID, set[int]]]) -> dict[str, Assignment
 
 
 def uniform(subscriptions: Subscriptions, partitions: Partitions, current: Mapping[str, Assignment]) -> dict[str, Assignment]:
-    """Spread every subscribed partition so member loads differ by at most one where the
-    subscriptions allow it (Kafka's UniformAssignor), keeping current owners first."""
+    """Spread every subscribed partition so no partition could move to a member holding two fewer
+    (loads differ by at most one when subscriptions are identical; Kafka's UniformAssignor),
+    keeping current owners first: fed its own output it returns it unchanged."""
     members = sorted(subscriptions)
-    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
-    load = dict.fromkeys(members, 0)
     eligible: dict[tuple[uuid.UUID, int], list[str]] = {}
     for t in sorted({t for ts in subscriptions.values() for t in ts if t in partitions}, key=str):
         subscribers = [m for m in members if t in subscriptions[m]]
         for p in range(partitions[t]):
             eligible[(t, p)] = subscribers
-    if not eligible:
-        return _freeze(out)
-    total = len(eligible)
-    homogeneous = len({subscriptions[m] for m in members}) == 1
-    quota_floor, extra = divmod(total, len(members)) if homogeneous else (0, 0)
-
-    def quota(m: str) -> int:
-        """How many partitions ``m`` may keep from its current assignment."""
-        if homogeneous:
-            return quota_floor + (1 if extra else 0)
-        return -(-sum(1 for subs in eligible.values() if m in subs) // max(1, len(members)))
-
-    # 1. Stickiness: keep current partitions the member is still subscribed to, up to its quota.
-    unassigned = set(eligible)
-    extras_used = 0
+    owner: dict[tuple[uuid.UUID, int], str] = {}
+    owned: dict[str, set[tuple[uuid.UUID, int]]] = {m: set() for m in members}
+    # 1. Stickiness: current owners keep every partition they may still have.
     for m in members:
-        keep = sorted(((t, p) for t, ps in current.get(m, {}).items() for p in ps
-                       if (t, p) in unassigned and m in eligible[(t, p)]), key=lambda tp: (str(tp[0]), tp[1]))
-        limit = quota(m)
-        if homogeneous and extra:
-            # Only ``extra`` members may hold floor+1.
-            if len(keep) > quota_floor and extras_used < extra:
-                extras_used += 1
-            else:
-                limit = quota_floor
-        for t, p in keep[:limit]:
+        for t, ps in current.get(m, {}).items():
+            for p in ps:
+                if (t, p) in eligible and (t, p) not in owner and m in eligible[(t, p)]:
+                    owner[(t, p)] = m
+                    owned[m].add((t, p))
+    # 2. The rest, most constrained first, each to its least-loaded eligible member (ties: member id).
+    for tp in sorted((tp for tp in eligible if tp not in owner), key=lambda tp: (len(eligible[tp]), str(tp[0]), tp[1])):
+        m = min(eligible[tp], key=lambda m: (len(owned[m]), m))
+        owner[tp] = m
+        owned[m].add(tp)
+    # 3. Balance: move a partition from a member to an eligible one holding at least two fewer.
+    moved = True
+    while moved:
+        moved = False
+        for m in sorted(members, key=lambda m: (-len(owned[m]), m)):
+            for tp in sorted(owned[m], key=lambda tp: (str(tp[0]), tp[1]), reverse=True):
+                n = min(eligible[tp], key=lambda n: (len(owned[n]), n))
+                if len(owned[n]) + 1 < len(owned[m]):
+                    owned[m].discard(tp)
+                    owned[n].add(tp)
+                    moved = True
+                    break
+            if moved:
+                break
+    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
+    for m, tps in owned.items():
+        for t, p in tps:
             out[m].setdefault(t, set()).add(p)
-            load[m] += 1
-            unassigned.discard((t, p))
-    # 2. Every other partition goes to its least-loaded eligible member (ties: member id).
-    for t, p in sorted(unassigned, key=lambda tp: (str(tp[0]), tp[1])):
-        m = min(eligible[(t, p)], key=lambda m: (load[m], m))
-        out[m].setdefault(t, set()).add(p)
-        load[m] += 1
     return _freeze(out)
 
 

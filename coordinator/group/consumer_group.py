@@ -146,10 +146,13 @@ def _owns_any(owned: Assignment | None, partitions: Assignment) -> bool:
 
 
 def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Assignment, group: ConsumerGroup,
-              owned: Assignment | None) -> ConsumerGroupMember:
-    """The member's next state toward ``target`` (Kafka's CurrentAssignmentBuilder.build)."""
+              owned: Assignment | None, subscribed: frozenset | None = None) -> ConsumerGroupMember:
+    """The member's next state toward ``target`` (Kafka's CurrentAssignmentBuilder.build).
+    ``subscribed``: the topic ids of a subscription that changed in this heartbeat, if it did."""
     if member.state is MemberState.STABLE:
         if member.member_epoch == target_epoch:
+            if subscribed is not None:
+                return _drop_unsubscribed(member, subscribed, owned)
             return member
         return _next(member, target_epoch, target, group, owned)
     if member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -159,6 +162,20 @@ def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Assignment
     if member.state is MemberState.UNRELEASED_PARTITIONS:
         return _next(member, target_epoch, target, group, owned)
     return member
+
+
+def _drop_unsubscribed(member: ConsumerGroupMember, subscribed: frozenset, owned: Assignment | None
+                       ) -> ConsumerGroupMember:
+    """Partitions of topics the member no longer subscribes to are revoked at once, before the next
+    target assignment (Kafka's updateCurrentAssignment)."""
+    revoking = {t: ps for t, ps in member.assigned.items() if t not in subscribed}
+    if not revoking:
+        return member
+    kept = {t: ps for t, ps in member.assigned.items() if t in subscribed}
+    if _owns_any(owned, revoking):
+        return replace(member, state=MemberState.UNREVOKED_PARTITIONS, previous_member_epoch=member.member_epoch,
+                       assigned=kept, pending_revocation=revoking)
+    return replace(member, assigned=kept)
 
 
 def _next(member: ConsumerGroupMember, target_epoch: int, target: Assignment, group: ConsumerGroup,
@@ -172,9 +189,10 @@ def _next(member: ConsumerGroupMember, target_epoch: int, target: Assignment, gr
         keep = set(have & want)
         if have - want:
             revoking[topic_id] = frozenset(have - want)
+        revoking_own = member.pending_revocation.get(topic_id, frozenset())
         for p in want - have:
-            epoch = group.current_partition_epoch(topic_id, p)
-            if epoch == -1:
+            # A partition this member is itself revoking is not held by anyone else: it may keep it.
+            if group.current_partition_epoch(topic_id, p) == -1 or p in revoking_own:
                 keep.add(p)
             else:
                 unreleased = True

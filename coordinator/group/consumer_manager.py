@@ -291,7 +291,10 @@ class ConsumerGroupManager:
                 records.append(self._target_record(group.group_id, updated.member_id, targets[updated.member_id]))
 
         # 3. Reconcile the member with its target.
-        reconciled = reconcile(updated, target_epoch, targets.get(updated.member_id, {}), group, req.owned)
+        subscription_changed = (updated.subscribed_topic_names, updated.subscribed_topic_regex) != \
+            (member.subscribed_topic_names, member.subscribed_topic_regex)
+        subscribed = self._topic_ids(updated) if subscription_changed and not new_member else None
+        reconciled = reconcile(updated, target_epoch, targets.get(updated.member_id, {}), group, req.owned, subscribed)
         if new_member or reconciled.assignment_key() != member.assignment_key():
             records.append(self._current_assignment_record(group.group_id, reconciled))
 
@@ -405,6 +408,10 @@ class ConsumerGroupManager:
             return self.config.assignors[0]
         return max(votes, key=lambda a: (votes[a], -self.config.assignors.index(a) if a in self.config.assignors
                                          else -99))
+
+    def _topic_ids(self, m: ConsumerGroupMember) -> frozenset[uuid.UUID]:
+        infos = (self.topics.get(t) for t in self._member_topics(m)) if self.topics is not None else ()
+        return frozenset(info.topic_id for info in infos if info is not None)
 
     def _member_topics(self, m: ConsumerGroupMember) -> list[str]:
         topics = list(m.subscribed_topic_names)
