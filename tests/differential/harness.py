@@ -155,7 +155,7 @@ class Target:
                                 allow_auto_topic_creation=allow_auto_create,
                                 include_topic_authorized_operations=False), version)
 
-    def wait_topic(self, name: str, partitions: int, timeout: float = 30.0) -> None:
+    def wait_topic(self, name: str, partitions: int, timeout: float = 90.0) -> None:
         """Until Metadata shows every partition with a leader and the leader serves every partition
         (Kafka propagates creation asynchronously: its metadata cache can name the leader before the
         replica manager has made the partition, which then answers NOT_LEADER_OR_FOLLOWER)."""
