@@ -75,6 +75,11 @@ class MetadataStore:
         self.scram: Credentials = {}  # AlterUserScramCredentials (Kafka's UserScramCredentialRecords)
         # Dynamic broker configs (Kafka's BROKER ConfigRecords): "" = cluster default, "<id>" = a broker
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Dynamic group configs (Kafka's GROUP ConfigRecords): group id -> {name: value}
+        self.group_configs: dict[str, dict[str, str]] = {}
+        # Client quotas (Kafka's ClientQuotaRecords): entity ((type, name or None for the default), ...)
+        # sorted by type -> {quota key: value}
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -85,6 +90,11 @@ class MetadataStore:
             self.topics[info.name] = info
             self.by_id[info.topic_id] = info
         self.broker_configs = {name: dict(configs) for name, configs in data.get("broker_configs", {}).items()}
+        self.group_configs = {name: dict(configs) for name, configs in data.get("group_configs", {}).items()}
+        self.client_quotas = {
+            tuple((str(t), n) for t, n in q["entity"]): {k: float(v) for k, v in q["values"].items()}
+            for q in data.get("client_quotas", [])
+        }
         b64 = base64.b64decode
         self.scram = {
             user: {int(m): ScramCredential(b64(c["salt"]), b64(c["stored_key"]), b64(c["server_key"]),
@@ -101,6 +111,9 @@ class MetadataStore:
                 for t in self.topics.values()
             ],
             "broker_configs": self.broker_configs,
+            "group_configs": self.group_configs,
+            "client_quotas": [{"entity": [list(e) for e in entity], "values": values}
+                              for entity, values in sorted(self.client_quotas.items(), key=lambda i: repr(i[0]))],
             "scram": {
                 user: {str(m): {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key),
                                 "server_key": _b64(c.server_key), "iterations": c.iterations}
@@ -198,6 +211,17 @@ class MetadataStore:
             self.broker_configs[resource_name] = dict(configs)
         else:
             self.broker_configs.pop(resource_name, None)
+        self._save()
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
+        self._save()
+
+    def set_client_quotas(self, quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]]) -> None:
+        self.client_quotas = {entity: dict(values) for entity, values in quotas.items() if values}
         self._save()
 
     def set_scram(self, credentials: Credentials) -> None:
