@@ -22,6 +22,7 @@ from broker.controller import Controller
 from broker.fetch_sessions import FetchSessionCache
 from broker.metadata import MetadataStore
 from broker.metrics import BrokerMetrics
+from broker.quotas import ClientQuotas
 from broker.replica_manager import ReplicaManager
 from storage import checkpoints
 from storage.log_manager import LogManager
@@ -47,6 +48,8 @@ class Broker:
         self.started_at = time.time()
         self.log_manager: LogManager | None = None
         self.metadata = MetadataStore(config.log_dirs[0])
+        self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
+                                   float(config.get("quota.window.size.seconds")))
         self.controller = Controller(self)
         # KIP-227 sessions; Kafka's eviction time is a constant (MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)
         self.fetch_sessions = FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")),

@@ -117,6 +117,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("group.min.session.timeout.ms", "int", 6000),
     ("group.max.session.timeout.ms", "int", 1800000),
     ("group.max.size", "int", 2147483647),
+    ("quota.window.num", "int", 11),
+    ("quota.window.size.seconds", "int", 1),
     # KIP-848 consumer groups (ConsumerGroupHeartbeat); streams groups are not implemented.
     ("group.coordinator.rebalance.protocols", "list", "classic,consumer"),
     ("group.consumer.session.timeout.ms", "int", 45000),

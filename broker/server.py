@@ -69,6 +69,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.pending.clear()
         self.broker.connections.discard(self)
+        self.broker.quotas.forget_connection(self.id)
         self.broker.metrics.connection_closed(self.listener)
         if self.task is not None and not self.task.done():
             self.task.cancel()
@@ -112,6 +113,8 @@ class Connection(asyncio.Protocol):
         out: list = []
         while self.pending and self.task is None and self.sending is None and not self.writing_paused \
                 and not self.closed:
+            if self._muted():
+                break
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
             try:
@@ -144,6 +147,18 @@ class Connection(asyncio.Protocol):
                 and self.pending_bytes < MAX_QUEUED_BYTES // 2:
             self.reading_paused = False
             self.transport.resume_reading()
+
+    def _muted(self) -> bool:
+        """A client over its quota: no further request is read until its throttle time has passed."""
+        until = self.broker.quotas.muted_until.get(self.id)
+        if until is None:
+            return False
+        wait = until - time.monotonic()
+        if wait <= 0:
+            del self.broker.quotas.muted_until[self.id]
+            return False
+        asyncio.get_running_loop().call_later(wait, self._pump)
+        return True
 
     def _async_done(self, task: asyncio.Task) -> None:
         self.task = None

@@ -78,7 +78,8 @@ def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPar
     return out, total, errors
 
 
-def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse]) -> RawResponse:
+def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse],
+              ctx=None) -> RawResponse:
     """Encode the answer (a session's picks for an incremental fetch, consecutive partitions of
     one topic grouped); bytes out are counted here, once per response."""
     sessions = broker.fetch_sessions
@@ -106,11 +107,19 @@ def _response(broker, version: int, context: FetchContext, parts: list[FetchPart
             topics.append(FetchTopicResponse(f.topic, f.topic_id, []))
             key = k
         topics[-1].partitions.append(p)
-    return _encode(version, topics, ErrorCode.NONE, session_id)
+    return _encode(version, topics, ErrorCode.NONE, session_id, ctx)
 
 
-def _encode(version: int, topics: list, error: ErrorCode, session_id: int) -> RawResponse:
+def _encode(version: int, topics: list, error: ErrorCode, session_id: int, ctx=None) -> RawResponse:
     encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id)
+    if ctx is not None and ctx.broker.quotas.enforcing:
+        # consumer_byte_rate counts the answer's bytes; over it, the answer says how long to back off
+        quotas = ctx.broker.quotas
+        throttle = quotas.record("consumer_byte_rate", ctx.client_id, encoded.size)
+        if throttle:
+            quotas.mute(ctx.connection_id, throttle)
+            encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id,
+                                            throttle_time_ms=throttle)
     buffers = encoded.buffers
     return RawResponse(buffers, encoded.size, any(type(b) is FileRegion for b in buffers))
 
@@ -129,7 +138,7 @@ def handle(ctx, req):
     parts, total, errors = _read_all(broker, context.partitions, req)
     keys = [(f.topic, f.partition) for f in context.partitions if f.topic is not None]
     if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not keys:
-        return _response(broker, version, context, parts)
+        return _response(broker, version, context, parts, ctx)
     # Watch for appends from this very read on: the coroutine below only starts on a later pass of
     # the loop, and an append handled in between would otherwise wake nobody (the fetch would then
     # sleep its whole max wait with the data in the log). Kafka's DelayedFetch re-checks likewise.
@@ -146,5 +155,5 @@ async def _long_poll(ctx, req, context: FetchContext, keys: list[tuple[str, int]
         parts, total, errors = _read_all(broker, context.partitions, req)
         remaining = deadline - time.monotonic()
         if errors or total >= req.min_bytes or remaining <= 0 or broker.stopping:
-            return _response(broker, version, context, parts)
+            return _response(broker, version, context, parts, ctx)
         waiter = broker.replica_manager.wait_for_data(keys, remaining)

@@ -99,9 +99,15 @@ def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = 
                     broker.metrics.error(0, result.error.name)
                 parts.append(_partition(p.index, result))
         responses.append(ProduceTopicResponse(name, t.topic_id, parts))
+    throttle = 0
+    if broker.quotas.enforcing:
+        # producer_byte_rate counts the request's record bytes; over it, the answer says how long to back off
+        throttle = broker.quotas.record("producer_byte_rate", ctx.client_id,
+                                        sum(len(p.records or b"") for t in req.topics for p in t.partitions))
+        broker.quotas.mute(ctx.connection_id, throttle)
     if acks == 0:
         return NO_RESPONSE
-    body = encode_produce_response(version, responses)
+    body = encode_produce_response(version, responses, throttle_time_ms=throttle)
     return RawResponse([body], len(body))
 
 
