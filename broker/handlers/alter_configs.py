@@ -3,19 +3,19 @@
 The request's config list REPLACES the resource's whole set (Kafka's semantics, which is why
 IncrementalAlterConfigs exists); kafka-python's admin ``alter_configs`` uses it. For a topic, its
 overrides; for a broker (its id, or "" for the cluster default), its dynamic configs
-(broker.dynamic_config).
+(broker.dynamic_config); for a group (type 32), its overrides (broker.group_configs).
 """
 
 from __future__ import annotations
 
-from broker import dynamic_config
+from broker import dynamic_config, group_configs
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
 
 Response = lazy_response(33)
 Result = Response.AlterConfigsResourceResponse
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 
 
 @api(33, (0, 2))
@@ -33,6 +33,15 @@ def handle(ctx, req):
                 if nulls:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {nulls[0]}")
                 dynamic_config.alter(broker, r.resource_name, configs, req.validate_only)
+                results.append(Result(error_code=0, error_message=None, **base))
+                continue
+            if r.resource_type == RESOURCE_GROUP:  # the group's whole set of overrides (broker.group_configs)
+                if len({c.name for c in r.configs}) != len(r.configs):
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                nulls = [c.name for c in r.configs if c.value is None]
+                if nulls:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {nulls[0]}")
+                group_configs.alter(broker, r.resource_name, {c.name: c.value for c in r.configs}, req.validate_only)
                 results.append(Result(error_code=0, error_message=None, **base))
                 continue
             if r.resource_type != RESOURCE_TOPIC:

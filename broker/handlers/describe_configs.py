@@ -4,14 +4,15 @@ Topic values resolve as Kafka does: the topic override (TOPIC_CONFIG), else the 
 property it derives from when set (this broker's dynamic config, the cluster's dynamic default,
 then the static property), else Kafka's default (DEFAULT_CONFIG); ``include_synonyms`` lists
 that chain. Broker values list the same layers, and the cluster-default resource ("") lists the
-dynamic defaults that are set.
+dynamic defaults that are set. A group (type 32) lists every group config Kafka has: the group's
+override (GROUP_CONFIG), else the broker's group.* value it derives from (broker.group_configs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker import dynamic_config
+from broker import dynamic_config, group_configs
 from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
 from broker.metadata import validate_topic_name
@@ -27,11 +28,13 @@ Synonym = Entry.DescribeConfigsSynonym
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
 SOURCE_TOPIC = 1
 SOURCE_DYNAMIC_BROKER = 2
 SOURCE_DYNAMIC_DEFAULT = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8
 SOURCES = {"DYNAMIC_BROKER_CONFIG": SOURCE_DYNAMIC_BROKER, "DYNAMIC_DEFAULT_BROKER_CONFIG": SOURCE_DYNAMIC_DEFAULT,
            "STATIC_BROKER_CONFIG": SOURCE_STATIC_BROKER, "DEFAULT_CONFIG": SOURCE_DEFAULT}
 # DynamicBrokerConfig.brokerConfigSynonyms: the names one value can be given by, most specific first
@@ -53,6 +56,7 @@ class ConfigValue:
     read_only: bool = False
     sensitive: bool = False
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+    documentation: str | None = None
 
 
 def _fmt(value) -> str | None:
@@ -127,14 +131,34 @@ def cluster_default_entries(broker) -> list[ConfigValue]:
     return out
 
 
-def _entries(values: list[ConfigValue], keys, version: int, synonyms: bool) -> list:
-    wanted = None if keys is None else set(keys)
+def group_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]:
+    """ConfigHelper.createGroupConfigEntry: the group's override (GROUP_CONFIG), then the broker
+    property it derives from (its layers), else the config itself at Kafka's default."""
+    out = []
+    for name in group_configs.DESCRIBE_ORDER:
+        d = group_configs.GROUP_CONFIGS[name]
+        synonyms = []
+        if d.broker_synonym:
+            synonyms = config_synonyms(broker.config, d.broker_synonym, (d.broker_synonym,))
+            if not synonyms:  # a broker property this broker's BrokerConfig does not define
+                synonyms = [(d.broker_synonym, str(group_configs.broker_value(broker.config, d.broker_synonym)),
+                             SOURCE_DEFAULT)]
+        else:
+            synonyms = [(name, d.default, SOURCE_DEFAULT)]
+        if name in overrides:
+            synonyms.insert(0, (name, group_configs.to_string(name, overrides[name]), SOURCE_GROUP))
+        out.append(ConfigValue(name, synonyms[0][1], synonyms[0][2], d.type, False, False, synonyms, d.doc))
+    return out
+
+
+def _entries(values: list[ConfigValue], keys, version: int, synonyms: bool, documentation: bool = False) -> list:
+    wanted = set(keys) if keys else None  # Kafka: null or empty asks for every config
     return [
         Entry(
             name=v.name, value=v.value, read_only=v.read_only, config_source=v.source,
             is_default=v.source == SOURCE_DEFAULT, is_sensitive=v.sensitive,
             synonyms=[Synonym(name=n, value=val, source=s) for n, val, s in v.synonyms] if synonyms else [],
-            config_type=CONFIG_TYPES.get(v.type, 0), documentation=None,
+            config_type=CONFIG_TYPES.get(v.type, 0), documentation=v.documentation if documentation else None,
         )
         for v in values
         if wanted is None or v.name in wanted
@@ -178,11 +202,18 @@ def handle(ctx, req):
             values = broker_config_entries(broker) if r.resource_name else cluster_default_entries(broker)
         elif r.resource_type == RESOURCE_BROKER_LOGGER:
             values = []
+        elif r.resource_type == RESOURCE_GROUP:
+            if not r.resource_name:
+                results.append(Result(error_code=ErrorCode.INVALID_REQUEST, error_message="Group name must not be empty",
+                                      configs=[], **base))
+                continue
+            values = group_config_entries(broker, broker.metadata.group_configs.get(r.resource_name, {}))
         else:
             results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
                                   error_message=f"Unsupported resource type {r.resource_type}", configs=[], **base))
             continue
         results.append(Result(error_code=0, error_message="",
                               configs=_entries(values, r.configuration_keys, ctx.api_version,
-                                               bool(getattr(req, "include_synonyms", False))), **base))
+                                               bool(getattr(req, "include_synonyms", False)),
+                                               bool(getattr(req, "include_documentation", False))), **base))
     return Response(throttle_time_ms=0, results=results)

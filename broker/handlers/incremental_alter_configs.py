@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (key 44), v0-1, for topic configs and dynamic broker configs.
+"""IncrementalAlterConfigs (key 44), v0-1, for topic configs, dynamic broker configs and group
+configs (type 32, broker.group_configs).
 
 Operations: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) for list-typed configs. The new
 set is validated as a whole before anything changes; ``validate_only`` changes nothing. A broker
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker import dynamic_config
+from broker import dynamic_config, group_configs
 from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
@@ -19,7 +20,7 @@ from storage.log_config import TOPIC_CONFIGS, format_config_value
 Response = lazy_response(44)
 Result = Response.AlterConfigsResourceResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 
 
 def _check_keys(ops) -> None:
@@ -107,6 +108,12 @@ def handle(ctx, req):
                 current = broker.metadata.broker_configs.get(r.resource_name, {})
                 dynamic_config.alter(broker, r.resource_name, apply_broker_ops(current, r.configs),
                                      req.validate_only, touched=[op.name for op in r.configs])
+                results.append(Result(error_code=0, error_message=None, **base))
+                continue
+            if r.resource_type == RESOURCE_GROUP:
+                current = broker.metadata.group_configs.get(r.resource_name, {})
+                group_configs.alter(broker, r.resource_name, group_configs.apply_ops(current, r.configs),
+                                    req.validate_only)
                 results.append(Result(error_code=0, error_message=None, **base))
                 continue
             if r.resource_type != RESOURCE_TOPIC:

@@ -2,9 +2,10 @@
 ``kafka-client-metrics.sh --list`` find the resources to describe with it.
 
 v0 lists client-metrics subscriptions only; v1 lists the types asked for (all supported ones when
-none are) in Kafka's order: groups, client metrics, broker loggers, brokers, topics. This broker keeps
-no group configs and no client-metrics subscriptions (IncrementalAlterConfigs refuses both), so those
-lists are empty. A type Kafka cannot list is UNSUPPORTED_VERSION for the request, as Kafka answers.
+none are) in Kafka's order: groups, client metrics, broker loggers, brokers, topics. Groups are those
+with dynamic configs (broker.group_configs; a group without any is not listed, as in Kafka). This
+broker keeps no client-metrics subscriptions (IncrementalAlterConfigs refuses them), so that list is
+empty. A type Kafka cannot list is UNSUPPORTED_VERSION for the request, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def handle(ctx, req):
         return Response(throttle_time_ms=0, error_code=int(ErrorCode.UNSUPPORTED_VERSION), config_resources=[])
     node = str(ctx.broker.node_id)
     out = []
+    if GROUP in wanted:
+        out += [Resource(resource_name=name, resource_type=GROUP) for name in sorted(ctx.broker.metadata.group_configs)]
     if BROKER_LOGGER in wanted:
         out.append(Resource(resource_name=node, resource_type=BROKER_LOGGER))
     if BROKER in wanted:

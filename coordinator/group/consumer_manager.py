@@ -24,7 +24,7 @@ import struct
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -146,8 +146,11 @@ class ConsumerGroupManager:
     def __init__(self, config: ConsumerGroupConfig, timer: Timer, writer: Writer, topics: Topics | None,
                  classic_group: Callable[[str], object | None],
                  convert_empty_classic: Callable[[str], list[Record]],
-                 time_ms: Callable[[], int] | None = None) -> None:
+                 time_ms: Callable[[], int] | None = None,
+                 group_config: Callable[[str], Mapping[str, str]] | None = None) -> None:
         self.config = config
+        # group id -> its dynamic group configs (Kafka's GroupConfigManager), overriding ``config``
+        self.group_config = group_config or (lambda _group_id: {})
         self.time_ms = time_ms or (lambda: int(time.time() * 1000))
         self.timer = timer
         self.writer = writer
@@ -277,7 +280,7 @@ class ConsumerGroupManager:
         if replaced is not None and replaced.member_id in targets:
             targets[updated.member_id] = targets.pop(replaced.member_id)
         now = self.time_ms()
-        due = group.assignment_epoch < 0 or now - group.assignment_timestamp >= self.config.assignment_interval_ms
+        due = group.assignment_epoch < 0 or now - group.assignment_timestamp >= self._assignment_interval_ms(group.group_id)
         if group_epoch > group.assignment_epoch and due:
             new_targets = self._assign(members, group, targets)
             for mid in sorted(new_targets):
@@ -307,7 +310,7 @@ class ConsumerGroupManager:
                            and req.owned is not None)
         changed = reconciled.assigned != member.assigned
         return HeartbeatResult(member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-                               heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+                               heartbeat_interval_ms=self._heartbeat_interval_ms(group.group_id),
                                assignment=reconciled.assigned if full or changed else None)
 
     def _group_for_heartbeat(self, req: HeartbeatRequest, records: list[Record]) -> ConsumerGroup:
@@ -470,10 +473,28 @@ class ConsumerGroupManager:
         self.timer.cancel(session_key(group.group_id, member_id))
         self.timer.cancel(rebalance_key(group.group_id, member_id))
 
+    # --- per-group configs (consumer.*.ms group configs, else the broker's) ---------------
+
+    def _group_int(self, group_id: str, name: str, default: int) -> int:
+        value = self.group_config(group_id).get(name)
+        try:
+            return default if value is None else int(value.strip())
+        except ValueError:
+            return default
+
+    def _session_timeout_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
+
+    def _heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
+
+    def _assignment_interval_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "consumer.assignment.interval.ms", self.config.assignment_interval_ms)
+
     # --- timers ----------------------------------------------------------------------------
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.timer.schedule(session_key(group_id, member_id), self.config.session_timeout_ms,
+        self.timer.schedule(session_key(group_id, member_id), self._session_timeout_ms(group_id),
                             lambda: self._expire(group_id, member_id, "session timeout"))
 
     def _maybe_schedule_rebalance_timeout(self, group_id: str, before: ConsumerGroupMember | None,

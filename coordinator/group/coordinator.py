@@ -106,9 +106,15 @@ class GroupCoordinator:
                                             partition_for=self.partition_for,
                                             on_rebalanced=metrics.group_rebalanced if metrics is not None else None,
                                             consumer_config=ConsumerGroupConfig.from_broker(cfg.get),
-                                            topics=getattr(broker, "metadata", None))
+                                            topics=getattr(broker, "metadata", None),
+                                            group_config=self._group_config)
         self.active = False
         self._tasks: list[asyncio.Task] = []
+
+    def _group_config(self, group_id: str) -> dict[str, str]:
+        """A group's dynamic configs (IncrementalAlterConfigs on a GROUP resource)."""
+        metadata = getattr(self.broker, "metadata", None)
+        return metadata.group_configs.get(group_id, {}) if metadata is not None else {}
 
     # --- lifecycle ------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ Responses to JoinGroup and SyncGroup are delivered through callbacks, possibly m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -181,6 +181,7 @@ class GroupMetadataManager:
         on_rebalanced: Callable[[str], None] | None = None,
         consumer_config: ConsumerGroupConfig | None = None,
         topics: Topics | None = None,
+        group_config: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self.config = config
         self.timer = timer
@@ -192,7 +193,8 @@ class GroupMetadataManager:
         self.offsets = OffsetStore()
         # KIP-848 consumer groups share the offsets, the log and the group id space.
         self.consumer = ConsumerGroupManager(consumer_config or ConsumerGroupConfig(), timer, self._write_and_replay,
-                                             topics, self.groups.get, self._classic_tombstones, time_ms)
+                                             topics, self.groups.get, self._classic_tombstones, time_ms,
+                                             group_config)
 
     def _write_and_replay(self, group_id: str, records: list[Record]) -> int:
         """The consumer group manager's writer: classic records among its own (the tombstone of an
