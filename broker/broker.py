@@ -24,6 +24,7 @@ from broker.metadata import MetadataStore
 from broker.metrics import BrokerMetrics
 from broker.quotas import ClientQuotas
 from broker.replica_manager import ReplicaManager
+from broker.sasl import SaslSession, listener_mechanisms, plain_users
 from storage import checkpoints
 from storage.log_manager import LogManager
 
@@ -48,6 +49,7 @@ class Broker:
         self.started_at = time.time()
         self.log_manager: LogManager | None = None
         self.metadata = MetadataStore(config.log_dirs[0])
+        self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
         self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
                                    float(config.get("quota.window.size.seconds")))
         self.controller = Controller(self)
@@ -250,6 +252,17 @@ class Broker:
             self.log_manager.shutdown()
         self._stopped.set()
         log.info("broker stopped")
+
+    def new_sasl_session(self, listener: str) -> SaslSession | None:
+        """The SASL exchange of a new connection on a SASL_PLAINTEXT listener (None elsewhere)."""
+        if self.config.listener_security_protocols().get(listener) != "SASL_PLAINTEXT":
+            return None
+        users = plain_users(self.config.get(f"listener.name.{listener.lower()}.plain.sasl.jaas.config"))
+
+        def credential(user: str, mechanism: int):
+            return self.metadata.scram.get(user, {}).get(mechanism)
+
+        return SaslSession(listener_mechanisms(self.config, listener), users, credential)
 
     def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
         """The (host, port) clients should use on ``listener``; a wildcard host becomes the

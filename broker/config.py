@@ -117,6 +117,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("group.min.session.timeout.ms", "int", 6000),
     ("group.max.session.timeout.ms", "int", 1800000),
     ("group.max.size", "int", 2147483647),
+    ("sasl.enabled.mechanisms", "list", "GSSAPI"),
     ("quota.window.num", "int", 11),
     ("quota.window.size.seconds", "int", 1),
     # KIP-848 consumer groups (ConsumerGroupHeartbeat); streams groups are not implemented.
@@ -404,7 +405,8 @@ class BrokerConfig:
 
     def validate_listeners(self) -> None:
         """Kafka's start-up checks on listeners (KafkaConfig.validateValues), and ours: every
-        listener needs a security protocol in the map, and only PLAINTEXT is served here;
+        listener needs a security protocol in the map, only PLAINTEXT and SASL_PLAINTEXT are served
+        here, and a SASL listener's mechanisms must be ones we support;
         advertised listener names must be listener names. Raises ValueError."""
         protocols = self.listener_security_protocols()
         names = set()
@@ -416,9 +418,13 @@ class BrokerConfig:
             if protocol is None:
                 raise ValueError(f"No security protocol defined for listener {name} "
                                  f"(add {name}:PLAINTEXT to listener.security.protocol.map)")
-            if protocol != "PLAINTEXT" and name != "CONTROLLER":
+            if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT") and name != "CONTROLLER":
                 raise ValueError(f"Listener {name} uses security protocol {protocol}; this broker serves "
-                                 f"PLAINTEXT only")
+                                 f"PLAINTEXT and SASL_PLAINTEXT only")
+            if protocol == "SASL_PLAINTEXT":
+                from broker.sasl import check_listener
+
+                check_listener(self, name)
         extra = {n for n, _h, _p in self.advertised_listeners()} - names
         if extra:
             raise ValueError(f"advertised.listeners names {sorted(extra)} are not in listeners {sorted(names)}")

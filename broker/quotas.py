@@ -4,7 +4,7 @@ Entities are Kafka's: ``user``, ``client-id`` (each a name or the default, None)
 request's quota is found in Kafka's DefaultQuotaCallback order, most specific first:
 /users/<u>/clients/<c>, /users/<u>/clients/<default>, /users/<u>, /users/<default>/clients/<c>,
 /users/<default>/clients/<default>, /users/<default>, /clients/<c>, /clients/<default>. With no
-SASL every principal is ``ANONYMOUS``. ``producer_byte_rate`` counts produce request bytes and
+SASL every principal is ``ANONYMOUS``; on a SASL listener it is the authenticated user. ``producer_byte_rate`` counts produce request bytes and
 ``consumer_byte_rate`` fetch response bytes over ``quota.window.num`` windows of
 ``quota.window.size.seconds`` (Kafka's 11 x 1 s); a client over its rate gets Kafka's throttle time
 (``(rate - quota) / quota * window``) in the answer, and its connection reads no further request
@@ -86,9 +86,10 @@ class ClientQuotas:
                 return entity, values[key]
         return None
 
-    def record(self, key: str, client_id: str | None, nbytes: int, now: float | None = None) -> int:
+    def record(self, key: str, client_id: str | None, nbytes: int, now: float | None = None,
+               user: str = ANONYMOUS) -> int:
         """Count ``nbytes`` against the client's ``key`` quota; the throttle time in ms (0: within it)."""
-        found = self.quota(key, ANONYMOUS, client_id or "")
+        found = self.quota(key, user, client_id or "")
         if found is None:
             return 0
         entity, bound = found
@@ -108,3 +109,10 @@ class ClientQuotas:
 
     def forget_connection(self, connection_id: str) -> None:
         self.muted_until.pop(connection_id, None)
+
+
+def user_of(broker, connection_id: str) -> str:
+    """The principal name quotas use: the SASL user, else ANONYMOUS."""
+    session = broker.sasl_sessions.get(connection_id)
+    principal = session.principal if session is not None else None
+    return principal.partition(":")[2] if principal else ANONYMOUS

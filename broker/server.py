@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import struct
 import time
 from collections import deque
 from typing import TYPE_CHECKING
@@ -18,8 +19,10 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.dispatch import CloseConnection, Dispatcher, Encoded
+from broker.sasl import AuthenticationFailed, SaslSession
 from broker.socket_writer import SocketWriter
 from protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
+from protocol.headers import MalformedHeader, peek_api
 from storage.file_region import FileRegion
 
 if TYPE_CHECKING:
@@ -31,6 +34,11 @@ MAX_QUEUED_FRAMES = 64
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
 MAX_COALESCED_BUFFERS = 256  # answers of one pump pass written together (writev), at most this many buffers
 _ids = itertools.count(1)
+_SIZE = struct.Struct(">i")
+# What a connection on a SASL listener may send before it has authenticated: ApiVersions,
+# SaslHandshake, SaslAuthenticate.
+SASL_ALLOWED_APIS = frozenset({18, 17, 36})
+_CLOSED, _HANDLED, _DISPATCH = object(), object(), object()
 
 
 class Connection(asyncio.Protocol):
@@ -52,6 +60,7 @@ class Connection(asyncio.Protocol):
         self.local_host = "127.0.0.1"
         self.id = f"c{next(_ids)}"
         self.last_active = time.monotonic()  # the last read or write, for connections.max.idle.ms
+        self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, until authenticated
 
     # --- asyncio callbacks ------------------------------------------------------------------
 
@@ -63,6 +72,9 @@ class Connection(asyncio.Protocol):
         local = transport.get_extra_info("sockname")
         self.local_host = local[0] if local else "127.0.0.1"
         self.broker.connections.add(self)
+        self.sasl = self.broker.new_sasl_session(self.listener)
+        if self.sasl is not None:
+            self.broker.sasl_sessions[self.id] = self.sasl
         self.broker.metrics.connection_opened(self.listener)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -70,6 +82,7 @@ class Connection(asyncio.Protocol):
         self.pending.clear()
         self.broker.connections.discard(self)
         self.broker.quotas.forget_connection(self.id)
+        self.broker.sasl_sessions.pop(self.id, None)
         self.broker.metrics.connection_closed(self.listener)
         if self.task is not None and not self.task.done():
             self.task.cancel()
@@ -117,6 +130,12 @@ class Connection(asyncio.Protocol):
                 break
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
+            if self.sasl is not None and not self.sasl.authenticated:
+                verdict = self._sasl_gate(frame, out)
+                if verdict is _CLOSED:
+                    return
+                if verdict is _HANDLED:
+                    continue
             try:
                 result = self.dispatcher.handle(frame, self.peer, self.local_host, self.id, self.listener)
             except CloseConnection as e:
@@ -129,6 +148,10 @@ class Connection(asyncio.Protocol):
                 self._close("internal error")
                 return
             if isinstance(result, Encoded):
+                if self.sasl is not None and self.sasl.close_after_response:
+                    self._flush(out + result.buffers)
+                    self._close("SASL authentication failed")
+                    return
                 if result.regions:
                     self._flush(out)
                     out = []
@@ -147,6 +170,29 @@ class Connection(asyncio.Protocol):
                 and self.pending_bytes < MAX_QUEUED_BYTES // 2:
             self.reading_paused = False
             self.transport.resume_reading()
+
+    def _sasl_gate(self, frame: bytes, out: list) -> object:
+        """Before authentication only ApiVersions and the SASL APIs pass (Kafka's
+        SaslServerAuthenticator); after a v0 handshake each frame is a raw token, answered here."""
+        session = self.sasl
+        if session.raw_tokens:
+            try:
+                token = session.evaluate(bytes(frame))
+            except AuthenticationFailed as e:
+                self._flush(out)
+                self._close(f"SASL authentication failed: {e}")
+                return _CLOSED
+            out += [_SIZE.pack(len(token)), token]
+            return _HANDLED
+        try:
+            api_key, _ = peek_api(frame)
+        except MalformedHeader:
+            api_key = -1
+        if api_key not in SASL_ALLOWED_APIS:
+            self._flush(out)
+            self._close(f"Unexpected Kafka request of type {api_key} during SASL handshake")
+            return _CLOSED
+        return _DISPATCH
 
     def _muted(self) -> bool:
         """A client over its quota: no further request is read until its throttle time has passed."""

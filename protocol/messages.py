@@ -78,9 +78,11 @@ API_MODULES: dict[int, tuple[str, str]] = {
 #: kafka-python's module for them (a test checks that table against kafka-python).
 NEWER: dict[int, str] = {18: "protocol.newer.api_versions", 28: "protocol.newer.txn_offset_commit",
                          42: "protocol.newer.delete_groups", 68: "protocol.newer.consumer_group_heartbeat",
-                         69: "protocol.newer.consumer_group_describe"}
-#: APIs kafka-python has no classes for at all (so they are not in API_MODULES): their names.
-NEWER_ONLY: dict[int, str] = {68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe"}
+                         69: "protocol.newer.consumer_group_describe", 17: "protocol.newer.sasl_handshake",
+                         36: "protocol.newer.sasl_authenticate"}
+#: APIs with no kafka-python classes among the areas API_MODULES covers: their names.
+NEWER_ONLY: dict[int, str] = {68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 17: "SaslHandshake",
+                              36: "SaslAuthenticate"}
 
 
 def _register_unexecuted(package: str) -> None:

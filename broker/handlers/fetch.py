@@ -19,6 +19,7 @@ import time
 from broker.context import RawResponse
 from broker.fetch_sessions import FetchContext, PartitionFetch
 from broker.handlers.registry import api
+from broker.quotas import user_of
 from protocol.errors import ErrorCode
 from protocol.fetch_codec import (
     FetchPartitionResponse,
@@ -115,7 +116,8 @@ def _encode(version: int, topics: list, error: ErrorCode, session_id: int, ctx=N
     if ctx is not None and ctx.broker.quotas.enforcing:
         # consumer_byte_rate counts the answer's bytes; over it, the answer says how long to back off
         quotas = ctx.broker.quotas
-        throttle = quotas.record("consumer_byte_rate", ctx.client_id, encoded.size)
+        throttle = quotas.record("consumer_byte_rate", ctx.client_id, encoded.size,
+                                 user=user_of(ctx.broker, ctx.connection_id))
         if throttle:
             quotas.mute(ctx.connection_id, throttle)
             encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from broker.context import NO_RESPONSE, RawResponse
 from broker.handlers.registry import api
+from broker.quotas import user_of
 from broker.replica_manager import ProduceResult
 from coordinator.txn.verification import (
     SupportedOperation,
@@ -103,7 +104,8 @@ def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = 
     if broker.quotas.enforcing:
         # producer_byte_rate counts the request's record bytes; over it, the answer says how long to back off
         throttle = broker.quotas.record("producer_byte_rate", ctx.client_id,
-                                        sum(len(p.records or b"") for t in req.topics for p in t.partitions))
+                                        sum(len(p.records or b"") for t in req.topics for p in t.partitions),
+                                        user=user_of(broker, ctx.connection_id))
         broker.quotas.mute(ctx.connection_id, throttle)
     if acks == 0:
         return NO_RESPONSE
