@@ -20,8 +20,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
-from tests.broker_process import ROOT, BrokerProcess
+from tests.broker_process import ROOT, BrokerProcess, free_port
 
 GO_MODULE = ROOT / "tests" / "go"
 KGO = "github.com/twmb/franz-go/pkg/kgo"
@@ -53,8 +59,6 @@ EXPECTED_SKIPS = {
     "TestShareGroupAckOnClose": "share groups",
     "TestShareGroupOffsetsAdmin": "share groups",
     "TestConsumeRegexShareSkipsInternal": "share groups",
-    "TestSCRAMAuth": "no SASL (KGO_TEST_SCRAM unset)",
-    "TestSCRAMAuthBadCredentials": "no SASL",
     # "broker still takes produce v2": Produce is advertised from v0 as Kafka 4 does (KAFKA-18659);
     # the test skips the same way against Apache Kafka 4.x.
     "TestIssueProduceBrokerTooOldFailsRecords": "Produce advertised from v0, as Kafka 4.x does",
@@ -63,7 +67,8 @@ EXPECTED_SKIPS = {
 MUST_PASS = ("TestGroupETL", "TestTxnEtl", "TestGroupSimple", "TestClient_Produce", "TestConsumeRegex",
              "TestAddRemovePartitions", "TestIssue434", "TestIssue337", "TestDirectPartitionPurge",
              "TestClient_ProduceLargeMessages", "TestIssueFetchLargerThanBrokerMaxReadBytes",
-             "Test848RegexBrokerResolves")
+             "Test848RegexBrokerResolves", "TestSCRAMAuth", "TestSCRAMAuthBadCredentials")
+SCRAM_USER, SCRAM_PASSWORD = "kgo-scram", "kgo-scram-secret"
 
 RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)", re.MULTILINE)
 
@@ -86,7 +91,17 @@ def kgo_tests(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def our_broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("franz-go-broker") / "data").start()
+    """The broker, with a SASL_PLAINTEXT listener and a SCRAM-SHA-256 user for franz-go's SCRAM tests."""
+    sasl_port = free_port()
+    b = BrokerProcess(tmp_path_factory.mktemp("franz-go-broker") / "data", overrides={
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"})
+    b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # must outlive the future
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), SCRAM_PASSWORD.encode())
+    ])[SCRAM_USER].result(15)
+    b.scram_seeds = f"127.0.0.1:{sasl_port}"
     yield b
     code = b.stop()
     assert code == 0, f"broker exited with {code} on SIGTERM:\n{b.log_tail()}"
@@ -101,6 +116,8 @@ def test_franz_go_kgo_suite(kgo_tests, our_broker) -> None:
         "KGO_TEST_RECORDS": "20000",  # upstream default 500,000; the ETL tests check every record either way
         "KGO_TEST_UNSAFE": "1",  # as franz-go's CI: also the EndBeginTxnUnsafe transaction mode
         "KGO_TEST_STABLE_FETCH": "true",
+        "KGO_TEST_SCRAM_SEEDS": our_broker.scram_seeds,
+        "KGO_TEST_SCRAM": f"{SCRAM_USER}:{SCRAM_PASSWORD}",
     }
     run = subprocess.run([str(binary), "-test.count=1", "-test.v", "-test.timeout=12m"], cwd=package_dir,
                          env=env, capture_output=True, text=True, timeout=900)
