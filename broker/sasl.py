@@ -73,6 +73,7 @@ class ScramServer:
 
     def __init__(self, mechanism: str, credential: Callable[[str, int], ScramCredential | None]) -> None:
         self.mech_type, self.algo = SCRAM[mechanism]
+        self.mechanism = mechanism
         self.credential = credential
         self.complete = False
         self.user: str | None = None
@@ -86,29 +87,35 @@ class ScramServer:
         try:
             message = token.decode("utf-8")
         except UnicodeDecodeError:
-            raise AuthenticationFailed("Invalid SCRAM message") from None
+            raise self._failed() from None
         if self._state == "first":
             return self._first(message)
         if self._state == "final":
             return self._final(message)
-        raise AuthenticationFailed("Unexpected SCRAM message after authentication completed")
+        raise self._failed()
+
+    def _failed(self) -> AuthenticationFailed:
+        """Kafka's one message for every SCRAM failure: it does not tell an unknown user from a
+        wrong password."""
+        return AuthenticationFailed("Authentication failed during authentication due to invalid credentials with "
+                                    f"SASL mechanism {self.mechanism}")
 
     def _first(self, message: str) -> bytes:
         gs2, _, bare = message.partition(",")
         authzid, _, bare = bare.partition(",")
         if gs2 not in ("n", "y") or not bare:
-            raise AuthenticationFailed("Invalid SCRAM client first message")
+            raise self._failed()
         attrs = _attrs(bare)
         username = _unescape(attrs.get("n", ""))
         nonce = attrs.get("r", "")
         if not username or not nonce:
-            raise AuthenticationFailed("Invalid SCRAM client first message")
+            raise self._failed()
         if authzid.startswith("a=") and _unescape(authzid[2:]) != username:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from username")
         cred = self.credential(username, self.mech_type)
         if cred is None:
-            raise AuthenticationFailed("Authentication failed: Invalid user credentials")
+            raise self._failed()
         self.user, self._cred = username, cred
         self._nonce = nonce + base64.b64encode(secrets.token_bytes(18)).decode()
         self._client_first_bare = bare
@@ -120,21 +127,20 @@ class ScramServer:
         without_proof, _, proof_part = message.rpartition(",p=")
         attrs = _attrs(without_proof)
         if not proof_part or attrs.get("r") != self._nonce:
-            raise AuthenticationFailed("Invalid SCRAM client final message: nonce mismatch")
+            raise self._failed()
         cred = self._cred
         assert cred is not None
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         try:
             proof = base64.b64decode(proof_part, validate=True)
         except ValueError:
-            raise AuthenticationFailed("Invalid SCRAM client final message: bad proof") from None
+            raise self._failed() from None
         signature = hmac.new(cred.stored_key, auth_message, self.algo).digest()
         if len(proof) != len(signature):
-            raise AuthenticationFailed("Authentication failed: Invalid client final message")
+            raise self._failed()
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
         if not hmac.compare_digest(hashlib.new(self.algo, client_key).digest(), cred.stored_key):
-            raise AuthenticationFailed("Authentication failed during authentication due to invalid credentials "
-                                       f"with SASL mechanism SCRAM-{self.algo.upper().replace('SHA', 'SHA-')}")
+            raise self._failed()
         server_signature = hmac.new(cred.server_key, auth_message, self.algo).digest()
         self._state, self.complete = "done", True
         return f"v={base64.b64encode(server_signature).decode()}".encode()

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
-from broker.sasl import PlainServer, ScramServer, plain_users
+from broker.sasl import AuthenticationFailed, PlainServer, ScramServer, plain_users
 from broker.scram_credentials import derive
 from tests.broker_process import BrokerProcess, free_port
 
@@ -149,3 +149,9 @@ def test_sasl_servers_unit():
     scram = ScramServer("SCRAM-SHA-256", lambda user, mech: cred if (user, mech) == ("bob", 1) else None)
     first = scram.evaluate(b"n,,n=bob,r=abc").decode()
     assert first.startswith("r=abc") and ",i=4096" in first
+    unknown = ScramServer("SCRAM-SHA-256", lambda user, mech: None)
+    with pytest.raises(AuthenticationFailed) as e:
+        unknown.evaluate(b"n,,n=nobody,r=abc")
+    # Kafka's one message: an unknown user looks like a wrong password
+    assert str(e.value) == ("Authentication failed during authentication due to invalid credentials with SASL "
+                            "mechanism SCRAM-SHA-256")
