@@ -80,10 +80,14 @@ class Broker:
             Path(d).mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
         self.metadata.load()
+        from broker.features import ELR_VERSION, ensure_formatted, level
+
+        ensure_formatted(self)  # the finalized features of a new cluster (kafka-storage format)
         try:  # before the logs open: they take the broker-level defaults
             from broker.dynamic_config import check_stored, elr_safety
 
-            elr_safety(self)
+            if level(self, ELR_VERSION) >= 1:
+                elr_safety(self)
             check_stored(self)
             self.apply_dynamic_configs()
         except Exception:  # noqa: BLE001 - as Kafka: log it and start on the static configs

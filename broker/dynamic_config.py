@@ -152,7 +152,10 @@ def alter(broker, resource_name: str, configs: Mapping[str, str], validate_only:
     names are all of ``configs``."""
     per_broker = resource_is_this_broker(resource_name, broker.node_id)
     validate(configs, per_broker)
-    _check_elr_min_isr(per_broker, configs, set(configs) if touched is None else set(touched))
+    from broker.features import ELR_VERSION, level
+
+    if level(broker, ELR_VERSION) >= 1:
+        _check_elr_min_isr(per_broker, configs, set(configs) if touched is None else set(touched))
     _check_together(broker, resource_name, configs)
     if not validate_only:
         broker.metadata.set_broker_configs(resource_name, dict(configs))

@@ -80,6 +80,10 @@ class MetadataStore:
         # Client quotas (Kafka's ClientQuotaRecords): entity ((type, name or None for the default), ...)
         # sorted by type -> {quota key: value}
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        # Finalized feature levels above 0 (Kafka's FeatureLevelRecords) and their epoch; empty until
+        # broker.features.ensure_formatted records the initial ones.
+        self.features: dict[str, int] = {}
+        self.features_epoch = 0
 
     def load(self) -> None:
         if not self.path.exists():
@@ -95,6 +99,9 @@ class MetadataStore:
             tuple((str(t), n) for t, n in q["entity"]): {k: float(v) for k, v in q["values"].items()}
             for q in data.get("client_quotas", [])
         }
+        features = data.get("features", {})
+        self.features = {str(n): int(v) for n, v in features.get("levels", {}).items()}
+        self.features_epoch = int(features.get("epoch", 0))
         b64 = base64.b64decode
         self.scram = {
             user: {int(m): ScramCredential(b64(c["salt"]), b64(c["stored_key"]), b64(c["server_key"]),
@@ -120,6 +127,7 @@ class MetadataStore:
                        for m, c in by_mechanism.items()}
                 for user, by_mechanism in self.scram.items()
             },
+            "features": {"levels": self.features, "epoch": self.features_epoch},
         }
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -226,6 +234,11 @@ class MetadataStore:
 
     def set_scram(self, credentials: Credentials) -> None:
         self.scram = credentials
+        self._save()
+
+    def set_features(self, levels: dict[str, int], epoch: int) -> None:
+        self.features = {name: level for name, level in levels.items() if level > 0}
+        self.features_epoch = epoch
         self._save()
 
 

@@ -613,7 +613,8 @@ def control_epochs(partition_dir: Path) -> list[tuple[int, int]]:
 
 
 def test_a_tv0_log_is_read_after_upgrading_to_tv2(tmp_path):
-    """Values written at transaction.version=0 (v0) load at 2, and the id goes on with TV2."""
+    """Values written at transaction.version=0 (v0) load at 2, and the id goes on with TV2. The
+    property is only the level of a new cluster: the upgrade is an UpdateFeatures, as on Kafka."""
     b = BrokerProcess(tmp_path / "data", overrides={"transaction.version": "0"}).start()
     try:
         with RawClient(b.bootstrap) as c:
@@ -627,6 +628,13 @@ def test_a_tv0_log_is_read_after_upgrading_to_tv2(tmp_path):
         b.overrides.pop("transaction.version")
         b.start()
         with RawClient(b.bootstrap) as c:
+            assert ("transaction.version", 2, 2) not in features(api_versions(c, 4))[2]
+            from protocol.messages import request_class
+            from tests.differential.wire import build
+
+            r = c.send(build(request_class(57), 1, timeout_ms=60000, validate_only=False, feature_updates=[
+                dict(feature="transaction.version", max_version_level=2, upgrade_type=1)]), 1)
+            assert r.error_code == NONE, r
             assert ("transaction.version", 2, 2) in features(api_versions(c, 4))[2]
             d = until(lambda: describe(c, txn_id), lambda d: d.error_code == NONE)
             assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("CompleteCommit", pid, epoch + 1)

@@ -16,18 +16,20 @@ Features (v3+), as Kafka's ApiVersionsResponse.createApiVersionsResponse builds 
 - SupportedFeatures: ``metadata.version`` 7-30, ``transaction.version`` 0-2 and
   ``eligible.leader.replicas.version`` 0-1 (Apache Kafka 4.3.1's ranges). For requests below v4 the features whose minimum is 0 are left out
   (KAFKA-17492), so v3 carries only ``metadata.version``.
-- FinalizedFeatures: ``metadata.version`` 30, the broker's ``transaction.version`` property
-  (default 2; a feature at level 0 is not listed) and ``eligible.leader.replicas.version`` 1
-  (KIP-966: on one node the ELR lists stay empty; what it changes is that min.insync.replicas
-  lives at the cluster level, see broker.dynamic_config), each with min = max = level, and
-  FinalizedFeaturesEpoch ``FINALIZED_FEATURES_EPOCH`` (Kafka's is the metadata log offset of
-  the features; clients only need it >= 0: the Java producer ignores the features of an
-  answer whose epoch is not above the last one it saw, starting at -1, and franz-go ignores
-  them at -1). ``transaction.version`` >= 2 is what makes the Java 4.x producer and franz-go
-  use Transactions V2 (Produce v12 implicit add, TxnOffsetCommit v5, EndTxn v5).
+- FinalizedFeatures: the cluster's finalized levels (broker.features; UpdateFeatures changes
+  them): at first start ``group.version`` 1, ``metadata.version`` 30, ``transaction.version``
+  from the broker property (default 2) and ``eligible.leader.replicas.version`` 1 (KIP-966: on
+  one node the ELR lists stay empty; what it changes is that min.insync.replicas lives at the
+  cluster level, see broker.dynamic_config). A feature at level 0 is not listed; each has min =
+  max = level. FinalizedFeaturesEpoch starts at ``FINALIZED_FEATURES_EPOCH`` and grows with every
+  UpdateFeatures (Kafka's is the metadata log offset of the features: the Java producer ignores
+  the features of an answer whose epoch is not above the last one it saw, starting at -1, and
+  franz-go ignores them at -1). ``transaction.version`` >= 2 is what makes the Java 4.x producer
+  and franz-go use Transactions V2 (Produce v12 implicit add, TxnOffsetCommit v5, EndTxn v5).
 
 ``group.version`` is supported 0-1 and finalized at 1, as Kafka 4.3.1 formats it: the KIP-848
-consumer group protocol is on (ConsumerGroupHeartbeat, ConsumerGroupDescribe).
+consumer group protocol is on (ConsumerGroupHeartbeat, ConsumerGroupDescribe; at 0 they answer
+UNSUPPORTED_VERSION but stay listed, as Kafka's do).
 
 Deliberately not listed, unlike Apache Kafka 4.3.1: ``share.version`` and ``streams.version``
 (they announce the KIP-932 share and KIP-1071 streams group protocols, which this broker does
@@ -39,8 +41,9 @@ from __future__ import annotations
 
 import re
 
+from broker import features as feature_levels
 from broker.handlers.registry import HANDLERS, api
-from coordinator.txn.state_manager import MAX_TRANSACTION_VERSION, transaction_version_level
+from coordinator.txn.state_manager import MAX_TRANSACTION_VERSION
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response
 
@@ -55,8 +58,8 @@ METADATA_VERSION_MIN, METADATA_VERSION = 7, 30
 ELR_VERSION = 1
 # group.version 1: the KIP-848 consumer group protocol (ConsumerGroupHeartbeat) is on.
 GROUP_VERSION = 1
-# Our features never change while the broker runs, so the epoch never needs to move.
-FINALIZED_FEATURES_EPOCH = 1
+# The epoch of the features a new cluster is formatted with; every UpdateFeatures adds one.
+FINALIZED_FEATURES_EPOCH = feature_levels.INITIAL_EPOCH
 
 
 def advertised_versions() -> list[tuple[int, int, int]]:
@@ -71,12 +74,9 @@ def supported_features(api_version: int) -> list[tuple[str, int, int]]:
     return [f for f in features if api_version >= 4 or f[1] != 0]
 
 
-def finalized_features(config) -> list[tuple[str, int]]:
-    """(name, level); features at level 0 are not listed (createFinalizedFeatureKeys)."""
-    features = [("group.version", GROUP_VERSION), ("metadata.version", METADATA_VERSION),
-                ("transaction.version", transaction_version_level(config)),
-                ("eligible.leader.replicas.version", ELR_VERSION)]
-    return [f for f in features if f[1] > 0]
+def finalized_features(broker) -> tuple[int, list[tuple[str, int]]]:
+    """(epoch, [(name, level)]); features at level 0 are not listed (createFinalizedFeatureKeys)."""
+    return feature_levels.finalized(broker)
 
 
 def _valid(req, version: int) -> bool:
@@ -102,12 +102,13 @@ def handle(ctx, req):
     keys = [Response.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions()]
     if version < 3:
         return Response(error_code=0, api_keys=keys, throttle_time_ms=0)
+    epoch, finalized = finalized_features(ctx.broker)
     return Response(
         error_code=0, api_keys=keys, throttle_time_ms=0,
         supported_features=[Response.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
                             for n, lo, hi in supported_features(version)],
-        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features_epoch=epoch,
         finalized_features=[Response.FinalizedFeatureKey(name=n, max_version_level=level, min_version_level=level)
-                            for n, level in finalized_features(ctx.broker.config)],
+                            for n, level in finalized],
         zk_migration_ready=False,
     )

@@ -5,11 +5,13 @@ assignor in use, and each member's subscription, current and target assignment (
 and name). An unknown group is GROUP_ID_NOT_FOUND "Group <id> not found.", a classic group
 "Group <id> is not a consumer group.", an empty id INVALID_GROUP_ID; v1 adds MemberType (1, a
 consumer-protocol member). Authorized operations, when asked for, are every group operation
-(no authorizer), as DescribeGroups answers them.
+(no authorizer), as DescribeGroups answers them. With ``group.version`` 0 (UpdateFeatures) every
+group is UNSUPPORTED_VERSION, as Kafka's KafkaApis answers while the consumer protocol is off.
 """
 
 from __future__ import annotations
 
+from broker.features import GROUP_VERSION, level
 from broker.handlers.describe_groups import GROUP_OPERATIONS
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
@@ -38,6 +40,9 @@ def _owned(member) -> dict:
 
 @api(69, (0, 1))
 def handle(ctx, req):
+    if level(ctx.broker, GROUP_VERSION) < 1:
+        return Response(throttle_time_ms=0, groups=[_error(g, ErrorCode.UNSUPPORTED_VERSION, None)
+                                                    for g in req.group_ids])
     gc = ctx.broker.group_coordinator
     if gc is None or not gc.active:
         return Response(throttle_time_ms=0, groups=[

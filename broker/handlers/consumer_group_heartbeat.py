@@ -4,11 +4,13 @@ One request joins (member epoch 0), heartbeats, or leaves (-1; -2 for a static m
 come back). The coordinator answers the member's epoch, the heartbeat interval and, when it
 changed or the request was a full one, the partitions the member may own now. v1 requires the
 client to choose its member id (KIP-1082) and adds regular expression subscriptions. Errors
-carry Kafka's messages; see coordinator/group/consumer_manager.py.
+carry Kafka's messages; see coordinator/group/consumer_manager.py. With ``group.version`` 0
+(UpdateFeatures) the consumer protocol is off: UNSUPPORTED_VERSION, as Kafka's KafkaApis answers.
 """
 
 from __future__ import annotations
 
+from broker.features import GROUP_VERSION, level
 from broker.handlers.join_group import client_address
 from broker.handlers.registry import api
 from coordinator.group.consumer_manager import HeartbeatRequest
@@ -21,6 +23,9 @@ Assignment = Response.Assignment
 
 @api(68, (0, 1))
 def handle(ctx, req):
+    if level(ctx.broker, GROUP_VERSION) < 1:
+        return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, member_id=None,
+                        member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     gc = ctx.broker.group_coordinator
     if gc is None or not gc.active:
         return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=None,

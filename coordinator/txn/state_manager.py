@@ -9,7 +9,8 @@
   cache): a kill -9 loses nothing, and fsync follows the topic's ``flush.messages`` /
   ``log.flush.*`` settings like every other log (set ``flush.messages=1`` on the topic to fsync
   each transition; the write then waits for it).
-- Value version: ``transaction.version`` (our broker property, Kafka's finalized feature) 0
+- Value version: the finalized ``transaction.version`` (broker.features; the broker property is
+  its level at first start, UpdateFeatures changes it) 0
   writes TransactionLogValue v0, 1 and 2 write v1 (flexible, with the previous/next producer
   ids and the client's transaction version as tagged fields); loading reads both.
 - Loading: at start-up every partition is replayed (last record per id wins, a tombstone
@@ -88,14 +89,21 @@ class TransactionStateManager:
         self.segment_bytes = int(cfg.get("transaction.state.log.segment.bytes"))
         self.max_timeout_ms = int(cfg.get("transaction.max.timeout.ms"))
         self.transactional_id_expiration_ms = int(cfg.get("transactional.id.expiration.ms"))
-        # TransactionStateManager.transactionVersionLevel(): the log value version (v1 from TV1)
-        # and the version the coordinator's own aborts (timeouts, fencing) run with.
-        self.transaction_version = transaction_version_level(cfg)
+        transaction_version_level(cfg)  # an out-of-range property is a start-up error
         # partition -> {transactional id -> metadata}; a partition present here is owned and loaded.
         self.cache: dict[int, dict[str, TransactionMetadata]] = {}
         self.coordinator_epochs: dict[int, int] = {}
         self.loading: set[int] = set()
         self.shutting_down = False
+
+    @property
+    def transaction_version(self) -> int:
+        """TransactionStateManager.transactionVersionLevel(): the finalized ``transaction.version``
+        (UpdateFeatures changes it), read at each use: the log value version (v1 from TV1) and the
+        version the coordinator's own aborts (timeouts, fencing) run with."""
+        from broker.features import TRANSACTION_VERSION, level
+
+        return level(self.broker, TRANSACTION_VERSION)
 
     # --- placement and the topic --------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from tests.differential.wire import ConnectionClosed, decode_api_versions_v0
 # APIs Apache Kafka 4.3 advertises that we deliberately do not implement, and why.
 NOT_IMPLEMENTED = {
     38: "delegation tokens", 39: "delegation tokens", 40: "delegation tokens", 41: "delegation tokens",
-    57: "finalized features are fixed",
     64: "no KRaft broker registration", 80: "no KRaft voters", 81: "no KRaft voters",
     34: "one log dir, no intra-broker moves",
     76: "share groups (KIP-932)", 77: "share groups", 78: "share groups", 79: "share groups",
