@@ -29,6 +29,7 @@ SHARED_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
+    "log.retention.check.interval.ms": "3600000",
 }
 
 

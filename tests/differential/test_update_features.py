@@ -178,9 +178,21 @@ def test_applied(pair, restored, version, updates):
         pytest.skip("v0 cannot downgrade (AllowDowngrade is ignored)")
 
     def scenario(t):
-        epoch, _ = finalized(t)
+        epoch, before = finalized(t)
         answer = update(t, version, updates)
-        after_epoch, levels = finalized(t)
+        expected = dict(before)
+        for name, level, *_ in updates:
+            if name in OURS:
+                expected[name] = level
+        expected = {n: v for n, v in expected.items() if v > 0}
+        # Kafka's broker learns the change from its metadata log a moment after answering: wait
+        # until both the levels and the epoch have moved (at once on ours)
+        deadline = time.monotonic() + 15
+        while True:
+            after_epoch, levels = finalized(t)
+            if (levels == expected and (after_epoch > epoch or not updates)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         return answer, levels, after_epoch > epoch or not updates
 
     k, o = pair.run(scenario)

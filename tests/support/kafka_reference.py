@@ -284,6 +284,9 @@ class KafkaReference:
             "group.initial.rebalance.delay.ms": 0,
             "auto.create.topics.enable": "true",
             "delete.topic.enable": "true",
+            # Tests write records with fixed timestamps years old: a retention pass during a session
+            # would delete them (Kafka checks every 5 minutes by default).
+            "log.retention.check.interval.ms": 3600000,
         }
         props.update(self.extra_props)
         return props
