@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
@@ -35,6 +36,12 @@ def _describe(c, users: list[str] | None, prefix: str) -> list[tuple]:
                   for x in r.results if x.user.startswith(prefix))
 
 
+def _until(ready, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_alter_and_describe_scram_credentials(pair, request):
     pair.require(request, (50, 0), (51, 0))
     p = unique("scram") + "-"
@@ -47,11 +54,15 @@ def test_alter_and_describe_scram_credentials(pair, request):
                 _upsert(alice, SHA256, 8192), _upsert(bob, SHA512, 4096), _upsert(carol, SHA256, 100),
                 _upsert(dave, SHA256, 20000), _upsert(erin, UNKNOWN_MECHANISM, 4096), _upsert("", SHA256, 4096),
                 _upsert(frank, SHA256, 4096), _upsert(frank, SHA512, 4096)])
+            # Kafka's broker learns the alteration from its metadata log a moment after answering
+            _until(lambda: len(_describe(c, None, p)[1]) == 2)
             described = _describe(c, [alice, bob, ghost, alice], p)
             everyone = _describe(c, None, p)
             second = _alter(c, [(alice, SHA256), (bob, UNKNOWN_MECHANISM)], [_upsert(carol, SHA512, 5000)])
             third = _alter(c, [], [_upsert(bob, SHA256, 5000), _upsert(bob, SHA256, 4096)])
             fourth = _alter(c, [], [_upsert(bob, SHA256, 6000)])
+            _until(lambda: [(u, e) for u, e, _, _ in _describe(c, None, p)[1]] == [(bob, 0), (carol, 0)]
+                   and (SHA256, 6000) in _describe(c, [bob], p)[1][0][3])
             after = _describe(c, [alice, bob, carol], p)
             return first, described, everyone, second, third, fourth, after
 
