@@ -1054,26 +1054,31 @@ class GroupMetadataManager:
             if group is None:
                 continue
             expired, all_expired = self._expired_offsets(group, now)
-            records = [(rec.offset_commit_key(gid, t, p), None) for t, p in expired]
             delete_group = all_expired and group.is_empty()
-            if delete_group:
-                records.append((rec.group_metadata_key(gid), None))
-            if not records:
-                continue
-            try:
-                self._write(gid, records)
-            except KafkaError as e:
-                log.warning("failed to write offset expiry tombstones", group=gid, error=e.code.name)
-                continue
-            for t, p in expired:
-                self.offsets.remove(gid, t, p)
-            removed += len(expired)
-            if delete_group:
-                log.info("group deleted after its offsets expired", group=gid)
-                self._remove_group(gid, drop_offsets=False)
-            elif expired:
-                log.info("expired offsets", group=gid, count=len(expired))
+            removed += self._expire(gid, expired, [(rec.group_metadata_key(gid), None)] if delete_group else None,
+                                    lambda gid=gid: self._remove_group(gid, drop_offsets=False))
         return removed + self._cleanup_consumer_groups(now)
+
+    def _expire(self, gid: str, expired: list[tuple[str, int]], group_tombstones: list[Record] | None,
+                forget_group: Callable[[], None]) -> int:
+        """Tombstone ``expired`` offsets (and the group, given its tombstones) in one write, then
+        apply; returns how many offsets went."""
+        records = [(rec.offset_commit_key(gid, t, p), None) for t, p in expired] + (group_tombstones or [])
+        if not records:
+            return 0
+        try:
+            self._write(gid, records)
+        except KafkaError as e:
+            log.warning("failed to write offset expiry tombstones", group=gid, error=e.code.name)
+            return 0
+        for t, p in expired:
+            self.offsets.remove(gid, t, p)
+        if group_tombstones:
+            log.info("group deleted after its offsets expired", group=gid)
+            forget_group()
+        elif expired:
+            log.info("expired offsets", group=gid, count=len(expired))
+        return len(expired)
 
     def _cleanup_consumer_groups(self, now: int) -> int:
         """Consumer groups: offsets of topics no member subscribes to expire from their commit
@@ -1094,22 +1099,8 @@ class GroupMetadataManager:
                         expired.append((topic, p))
             delete_group = group.is_empty() and len(expired) == total and \
                 not self.offsets.group_has_open_transactions(gid)
-            records = [(rec.offset_commit_key(gid, t, p), None) for t, p in expired]
-            if delete_group:
-                records += self.consumer.delete_group_records(group)
-            if not records:
-                continue
-            try:
-                self._write(gid, records)
-            except KafkaError as e:
-                log.warning("failed to write offset expiry tombstones", group=gid, error=e.code.name)
-                continue
-            for t, p in expired:
-                self.offsets.remove(gid, t, p)
-            removed += len(expired)
-            if delete_group:
-                log.info("consumer group deleted after its offsets expired", group=gid)
-                self.consumer.forget(gid)
+            removed += self._expire(gid, expired, self.consumer.delete_group_records(group) if delete_group else None,
+                                    lambda gid=gid: self.consumer.forget(gid))
         return removed
 
     def _expired_offsets(self, group: ClassicGroup, now: int) -> tuple[list[tuple[str, int]], bool]:

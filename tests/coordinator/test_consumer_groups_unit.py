@@ -823,3 +823,20 @@ def test_unsubscribed_topic_is_revoked_at_once_even_before_the_next_assignment()
     assert set(member.assigned) == {topics.tid("a")}
     assert set(member.pending_revocation) == {topics.tid("b")}
     assert r.assignment is not None and set(r.assignment) == {topics.tid("a")}
+
+
+def test_offset_expiry_keeps_subscribed_topics_and_deletes_an_emptied_group():
+    """Kafka's ConsumerGroup.offsetExpirationCondition: an unsubscribed topic's offset expires from its
+    commit time; once the group is Empty and has no offsets left, the group goes too."""
+    from coordinator.group.manager import CommitPartition
+
+    mgr, cm, timer, _, _ = make({"a": 2, "b": 1})
+    r = join(cm, "A", ["a"])
+    commits = [("a", [CommitPartition(0, 5, -1, "")]), ("b", [CommitPartition(0, 7, -1, "")])]
+    assert set(mgr.commit_offsets(G, r.member_epoch, "A", None, -1, commits, 9).values()) == {E.NONE}
+    timer.now += mgr.config.offsets_retention_ms
+    assert mgr.cleanup_expired() == 1  # b's offset; a is subscribed
+    assert set(mgr.offsets.group_offsets(G)) == {"a"} and G in cm.groups
+    assert cm.heartbeat(HeartbeatRequest(G, "A", -1)).error is E.NONE
+    timer.now += mgr.config.offsets_retention_ms
+    assert mgr.cleanup_expired() == 1 and G not in cm.groups and not mgr.offsets.group_offsets(G)
