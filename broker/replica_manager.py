@@ -20,7 +20,9 @@ import structlog
 
 from coordinator.txn.verification import verify_produce
 from protocol import records as rec
+from protocol.compression import CompressionError, DecompressedTooLarge
 from protocol.errors import ErrorCode, KafkaError
+from protocol.record_validation import check_compressed_records, check_records, record_errors_message
 from storage.file_region import FileRegion
 from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
@@ -38,6 +40,8 @@ _NO_LOG_INFO_ERRORS = frozenset({
     ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
 })
 ISOLATION_READ_COMMITTED = 1
+MIN_DECOMPRESSED_LIMIT = 64 * 1024 * 1024
+DECOMPRESSED_LIMIT_FACTOR = 16  # x max.message.bytes
 
 
 @dataclass(slots=True)
@@ -177,7 +181,15 @@ class ReplicaManager:
         return bytearray(records[:size])
 
     def _validate(self, buf: bytearray, plog: PartitionLog) -> list[rec.BatchInfo]:
-        """LogValidator's checks: structure and CRC, size, control records, keys on compacted topics."""
+        """UnifiedLog.analyzeAndValidateRecords (size, then structure and CRC) and LogValidator
+        (offsets and count, control records, every record read back, keys on compacted topics)."""
+        max_size = plog.config.max_message_bytes
+        if len(buf) > max_size:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"The record batch size in the append to {plog.topic}-{plog.partition} is {len(buf)} bytes "
+                f"which exceeds the maximum configured value of {max_size}.",
+            )
         try:
             batches = rec.validate_batches(buf)
         except rec.InvalidBatch as e:
@@ -191,22 +203,15 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
         if batch.is_control:
             raise KafkaError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
-        _check_records(buf, batch)
-        max_size = plog.config.max_message_bytes
-        if batch.size > max_size:
-            raise KafkaError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"The record batch size in the append to {plog.topic}-{plog.partition} is {batch.size} bytes "
-                f"which exceeds the maximum configured value of {max_size}.",
-            )
-        if plog.config.compact:  # LogValidator.validateKey: decompresses, so compacted topics only
-            from storage.cleaner import keyless_record_errors, record_errors_message
-
-            errors = keyless_record_errors(buf, plog.topic, plog.partition)
-            if errors:
-                e = KafkaError(ErrorCode.INVALID_RECORD, record_errors_message(errors))
-                e.record_errors = errors
-                raise e
+        keyless: list[int] | None = [] if plog.config.compact else None
+        _check_records(buf, batch, decompressed_limit(max_size), keyless)
+        if keyless:  # LogValidator.validateKey
+            message = (f"Compacted topic cannot accept message without key in topic partition "
+                       f"{plog.topic}-{plog.partition}")
+            errors: list[tuple[int, str | None]] = [(i, message) for i in keyless]
+            e = KafkaError(ErrorCode.INVALID_RECORD, record_errors_message(errors))
+            e.record_errors = errors
+            raise e
         return batches
 
     def append_validated(
@@ -307,26 +312,28 @@ class ReplicaManager:
                     fut.set_result(None)
 
 
-def _check_records(buf: bytearray, batch: rec.BatchInfo) -> None:
-    """Every record read back as LogValidator reads it (decompressing a compressed batch), so that
-    nothing a consumer could not read is stored. A codec that cannot decompress the payload is an
-    unexpected error in Kafka (UNKNOWN_SERVER_ERROR); records that do not fit are INVALID_RECORD."""
-    end = len(buf)  # one whole batch (checked by _validate_request_records)
-    if batch.compression == 0:
-        data, start = buf, rec.HEADER_SIZE
-    else:
-        from storage.cleaner import decompress
+def decompressed_limit(max_message_bytes: int) -> int:
+    """The most a produced batch may decompress to: Kafka has no such bound (its validator streams
+    records on one of many request threads); here one event loop serves every client, so a batch
+    that inflates past this is refused (MESSAGE_TOO_LARGE) rather than read for seconds."""
+    return max(MIN_DECOMPRESSED_LIMIT, DECOMPRESSED_LIMIT_FACTOR * max_message_bytes)
 
-        payload = memoryview(buf)[rec.HEADER_SIZE:end]  # decompress copies it once
-        try:
-            if not payload and batch.compression != 4:  # an empty zstd frame reads as no records
-                raise ValueError("empty compressed payload")
-            data = decompress(batch.compression, payload) if payload else b""
-        except Exception as e:  # noqa: BLE001 - every codec failure is Kafka's unexpected error
-            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot decompress the record batch: {e}") from None
-        start, end = 0, len(data)
+
+def _check_records(buf: bytearray, batch: rec.BatchInfo, limit: int, keyless: list[int] | None) -> None:
+    """Every record read back as LogValidator reads it (streaming a compressed batch through its
+    codec), so that nothing a consumer could not read is stored. A codec that cannot decompress
+    the payload is an unexpected error in Kafka (UNKNOWN_SERVER_ERROR); records that do not fit
+    are INVALID_RECORD."""
     try:
-        rec.check_records(data, start, end, batch.records_count, compressed=batch.compression != 0)
+        if batch.compression == 0:
+            check_records(buf, rec.HEADER_SIZE, len(buf), batch.records_count, keyless)
+        else:
+            payload = memoryview(buf)[rec.HEADER_SIZE:]
+            check_compressed_records(batch.compression, payload, batch.records_count, limit, keyless)
+    except DecompressedTooLarge as e:
+        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"The record batch {e}") from None
+    except CompressionError as e:
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot decompress the record batch: {e}") from None
     except rec.InvalidInnerOffset as e:
         raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from None
     except rec.InvalidRecord as e:

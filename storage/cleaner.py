@@ -64,6 +64,21 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from crc32c import crc32c
 
+from protocol.compression import compress
+from protocol.record_codec import (
+    R_AFTER_TS,
+    R_ATTRS,
+    R_END,
+    R_HAS_VALUE,
+    R_KEY,
+    R_OFFSET_DELTA,
+    R_START,
+    R_TS_DELTA,
+    Record,
+    control_type_of,
+    records_of,
+    zigzag,
+)
 from protocol.records import (
     COMPRESSION_MASK,
     CONTROL_ABORT,
@@ -82,7 +97,7 @@ from protocol.records import (
     read_header,
 )
 from storage import checkpoints
-from storage.errors import CorruptRecord, KafkaStorageError
+from storage.errors import KafkaStorageError
 from storage.offset_map import OffsetMap
 from storage.segment import CLEANED_SUFFIX, LogSegment
 from storage.txn_index import AbortedTxn, TransactionIndex
@@ -145,185 +160,6 @@ class CleaningAborted(Exception):
     """The log changed under a cleaning (segments removed, log closed, no longer compacted)."""
 
 
-# --- record parsing -----------------------------------------------------------------------------
-# A record: Length varint | Attributes int8 | TimestampDelta varlong | OffsetDelta varint |
-# KeyLength varint | Key | ValueLength varint | Value | Headers (zigzag varints throughout).
-
-# Parsed record: (length start, attributes position, position after the timestamp delta, end,
-# timestamp delta, offset delta, key or None, has value)
-R_START, R_ATTRS, R_AFTER_TS, R_END, R_TS_DELTA, R_OFFSET_DELTA, R_KEY, R_HAS_VALUE = range(8)
-Record = tuple[int, int, int, int, int, int, "bytes | None", bool]
-
-
-class CorruptRecords(CorruptRecord):
-    """Records inside a batch that cannot be parsed or decompressed (CORRUPT_MESSAGE)."""
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    raw = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecords("varint too long")
-
-
-def parse_records(buf: bytes, pos: int, end: int) -> list[Record]:
-    """Every record of an uncompressed records section ``buf[pos:end]`` (no copies but keys).
-
-    Varints of one and two bytes (values below 8192: record and value lengths, offset deltas)
-    are decoded inline; that is nearly all of them and most of the cost of a record."""
-    out: list[Record] = []
-    append = out.append
-    try:
-        while pos < end:
-            b = buf[pos]
-            if b < 0x80:
-                length, p = (b >> 1) ^ -(b & 1), pos + 1
-            elif buf[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (buf[pos + 1] << 7)
-                length, p = (raw >> 1) ^ -(raw & 1), pos + 2
-            else:
-                length, p = _varint(buf, pos)
-            rec_end = p + length
-            if length < 6 or rec_end > end:
-                raise CorruptRecords(f"record of length {length} at {pos} does not fit in its batch")
-            q = p + 1
-            b = buf[q]
-            if b < 0x80:
-                ts_delta, q = (b >> 1) ^ -(b & 1), q + 1
-            elif buf[q + 1] < 0x80:
-                raw = (b & 0x7F) | (buf[q + 1] << 7)
-                ts_delta, q = (raw >> 1) ^ -(raw & 1), q + 2
-            else:
-                ts_delta, q = _varint(buf, q)
-            after_ts = q
-            b = buf[q]
-            if b < 0x80:
-                offset_delta, q = (b >> 1) ^ -(b & 1), q + 1
-            elif buf[q + 1] < 0x80:
-                raw = (b & 0x7F) | (buf[q + 1] << 7)
-                offset_delta, q = (raw >> 1) ^ -(raw & 1), q + 2
-            else:
-                offset_delta, q = _varint(buf, q)
-            b = buf[q]
-            if b < 0x80:
-                key_len, q = (b >> 1) ^ -(b & 1), q + 1
-            else:
-                key_len, q = _varint(buf, q)
-            if key_len >= 0:
-                key = buf[q : q + key_len]
-                q += key_len
-            else:
-                key = None
-            if q >= rec_end:
-                raise CorruptRecords(f"record at {pos} runs past its length")
-            # A value length of -1 (zigzag 1) is a null value: a tombstone. Longer varints are
-            # lengths >= 64, never -1.
-            append((pos, p, after_ts, rec_end, ts_delta, offset_delta, key, buf[q] != 1))
-            pos = rec_end
-    except IndexError:
-        raise CorruptRecords("truncated record") from None
-    return out
-
-
-def zigzag(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)
-    if v < 0x80:
-        return bytes((v,))
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    from kafka import codec as kc
-
-    if codec == 1:
-        return kc.gzip_decode(bytes(data))
-    if codec == 2:
-        return kc.snappy_decode(bytes(data))
-    if codec == 3:
-        return kc.lz4_decode(bytes(data))
-    if codec == 4:
-        return kc.zstd_decode(bytes(data))
-    raise CorruptRecords(f"unknown compression codec {codec}")
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    from kafka import codec as kc
-
-    if codec == 1:
-        return kc.gzip_encode(data)
-    if codec == 2:
-        return kc.snappy_encode(data)
-    if codec == 3:
-        return kc.lz4_encode(data)
-    if codec == 4:
-        return kc.zstd_encode(data)
-    raise CorruptRecords(f"unknown compression codec {codec}")
-
-
-def records_of(data: bytes, off: int, info: BatchInfo) -> tuple[bytes, list[Record]]:
-    """(buffer, parsed records) of the batch at ``data[off:]``, decompressing when needed."""
-    codec = info.attributes & COMPRESSION_MASK
-    if codec:
-        buf = decompress(codec, memoryview(data)[off + HEADER_SIZE : off + info.size])
-        return buf, parse_records(buf, 0, len(buf))
-    return data, parse_records(data, off + HEADER_SIZE, off + info.size)
-
-
-def control_type_of(data: bytes, off: int, info: BatchInfo) -> int | None:
-    """COMMIT/ABORT/other type of a control batch; None for an empty (already cleaned) one."""
-    if info.records_count == 0 or info.size == HEADER_SIZE:
-        return None
-    buf, recs = records_of(data, off, info)
-    if not recs:
-        return None
-    key = recs[0][R_KEY]
-    if key is None or len(key) < 4:
-        raise CorruptRecords("control record key shorter than 4 bytes")
-    return struct.unpack_from(">h", key, 2)[0]
-
-
-def keyless_record_errors(
-    batch: bytes | bytearray | memoryview, topic: str, partition: int
-) -> list[tuple[int, str]]:
-    """Kafka's LogValidator.validateKey for a compacted topic: one (record index, message) per
-    record without a key. Decompresses; only called for compacted topics."""
-    data = bytes(batch)
-    info = read_header(data, 0)
-    try:
-        _buf, recs = records_of(data, 0, info)
-    except CorruptRecords:
-        raise
-    except Exception as e:  # noqa: BLE001 - any codec failure is a corrupt batch
-        raise CorruptRecords(f"cannot decompress the record batch: {e}") from None
-    message = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
-    return [(i, message) for i, r in enumerate(recs) if r[R_KEY] is None]
-
-
-def record_errors_message(errors: Sequence[tuple[int, str | None]]) -> str:
-    """LogValidator.processRecordErrors' InvalidRecordException message."""
-    shown = ", ".join(
-        f"RecordError(batchIndex={i}, message={'null' if m is None else repr_java(m)})" for i, m in errors[:3]
-    )
-    return (
-        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-        f"showing the first three errors at most: [{shown}]"
-    )
-
-
-def repr_java(message: str) -> str:
-    return f"'{message}'"
 
 
 # --- batch building -----------------------------------------------------------------------------

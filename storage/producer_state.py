@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
 
+from protocol.record_codec import decode_records
 from protocol.records import (
     COMPRESSION_MASK,
     CONTROL_ABORT,
@@ -55,7 +56,6 @@ from protocol.records import (
     BatchInfo,
     InvalidBatch,
     increment_sequence,
-    iter_records,
     read_header,
 )
 from storage.snapshot_format import (
@@ -384,7 +384,7 @@ def read_end_txn_marker(buf: bytes | bytearray | memoryview, batch: BatchInfo) -
     start = batch.position
     end = start + batch.size
     if batch.attributes & COMPRESSION_MASK:
-        rec = next(iter_records(mv[start:end]), None)
+        rec = next(iter(decode_records(mv[start:end])), None)
         if rec is None:
             return None
         key, value, timestamp = rec.key, rec.value, rec.timestamp

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import structlog
 from crc32c import crc32c
 
+from protocol.record_codec import decode_records
 from protocol.records import (
     CRC,
     CRC_START,
@@ -660,11 +661,9 @@ class LogSegment:
     def _decode_first_matching(
         self, pos: int, size: int, match: Callable[[int, int], bool]
     ) -> TimestampAndOffset | None:
-        from kafka.record.default_records import DefaultRecordBatch
-
         data = os.pread(self._fd, size, pos)
         ple = _I32.unpack_from(data, _PLE_AT)[0]
-        for rec in DefaultRecordBatch(data):
+        for rec in decode_records(data):
             if match(rec.offset, rec.timestamp):
                 return TimestampAndOffset(rec.timestamp, rec.offset, ple)
         return None

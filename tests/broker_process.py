@@ -1,4 +1,5 @@
-"""Run the broker as a real subprocess on a free loopback port, for tests and benchmarks."""
+"""Run the broker as a real subprocess on a free loopback port, for tests and benchmarks: from the
+runtime install (``tests.support.runtime_env``), as users run it, never from the test venv."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
+
+from tests.support.runtime_env import runtime_env, runtime_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,16 +63,15 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "broker",
+        args = [runtime_python(), "-m", "broker",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.data_dir}"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
-        env.update(self.env)
-        env["PYTHONPATH"] = str(ROOT)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        # Not started in the source tree: ``python -m`` puts the working directory on sys.path.
+        self.proc = subprocess.Popen(args, cwd=Path(self.data_dir).parent, stdout=self._log,
+                                     stderr=subprocess.STDOUT, env=runtime_env(self.env))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

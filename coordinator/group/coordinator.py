@@ -29,6 +29,7 @@ from coordinator.group.offsets import NO_PRODUCER_ID
 from coordinator.group.records import RecordFormatError
 from protocol import records as batches
 from protocol.errors import ErrorCode, KafkaError
+from protocol.record_codec import control_type, decode_records
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -225,7 +226,7 @@ class GroupCoordinator:
     def _replay_batch(self, partition: int, info: batches.BatchInfo, batch: bytes | memoryview) -> int:
         if info.is_control:
             try:
-                ctype = batches.control_type(batch)
+                ctype = control_type(batch)
             except Exception:
                 log.warning("skipping unreadable control batch", partition=partition, offset=info.base_offset)
                 return 0
@@ -234,7 +235,7 @@ class GroupCoordinator:
             return 0
         producer_id = info.producer_id if info.is_transactional else NO_PRODUCER_ID
         n = 0
-        for record in batches.iter_records(batch):
+        for record in decode_records(batch):
             try:
                 self.manager.replay(record.offset, producer_id, record.key, record.value)
                 n += 1

@@ -38,6 +38,7 @@ from coordinator.txn.state import (
 )
 from protocol import records as batches
 from protocol.errors import ErrorCode, KafkaError
+from protocol.record_codec import decode_records
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -253,7 +254,7 @@ class TransactionStateManager:
                     next_offset = info.next_offset
                     if info.is_control:
                         continue
-                    for record in batches.iter_records(data[pos : pos + size]):
+                    for record in decode_records(data[pos : pos + size]):
                         count += 1
                         self._replay(loaded, partition, record.offset, record.key, record.value)
                 if next_offset <= offset:

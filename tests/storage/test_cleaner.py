@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
+from protocol.compression import compress
 from protocol.records import (
     CRC,
     CRC_START,
@@ -33,9 +34,6 @@ from storage.cleaner import (
     CHECKPOINT_FILE,
     CleanerConfig,
     LogCleaner,
-    compress,
-    keyless_record_errors,
-    record_errors_message,
 )
 from storage.errors import RecordBatchTooLarge
 from storage.log import PartitionLog
@@ -78,7 +76,7 @@ def batch_bytes(
     buf = build_batch(records, timestamp=ts, **producer)  # type: ignore[arg-type]
     if ts_step or codec:
         # Rewrite the records with timestamp deltas and/or a codec (build_batch stamps one time).
-        from storage.cleaner import parse_records, zigzag
+        from protocol.record_codec import parse_records, zigzag
 
         recs = parse_records(bytes(buf), HEADER_SIZE, len(buf))
         parts = []
@@ -397,7 +395,7 @@ def test_record_parser_agrees_with_kafka_python(records, codec):
     and reader: offsets, timestamps, keys, null values, headers skipped, every codec."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    from storage.cleaner import records_of
+    from protocol.record_codec import records_of
 
     builder = DefaultRecordBatchBuilder(
         magic=2,
@@ -436,20 +434,6 @@ def test_offset_map_limits_and_long_keys():
     for _ in m.clear_steps():
         pass
     assert len(m) == 0 and not m.full and m.latest_offset == -1
-
-
-def test_keyless_produce_errors_as_kafka_words_them():
-    buf = build_batch([(b"k", b"1"), (None, b"2"), (None, None)], timestamp=T0)
-    errors = keyless_record_errors(buf, "topic", 3)
-    msg = "Compacted topic cannot accept message without key in topic partition topic-3"
-    assert errors == [(1, msg), (2, msg)]
-    assert record_errors_message(errors) == (
-        "One or more records have been rejected due to 2 record errors in total, and only showing the first "
-        f"three errors at most: [RecordError(batchIndex=1, message='{msg}'), "
-        f"RecordError(batchIndex=2, message='{msg}')]"
-    )
-    assert keyless_record_errors(batch_bytes([(None, b"x")] * 3, codec=4), "t", 0)[2][0] == 2
-    assert keyless_record_errors(build_batch([(b"k", None)], timestamp=T0), "t", 0) == []
 
 
 def test_restart_keeps_cleaned_log_and_checkpoint(tmp_path):

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol.record_codec import control_type
 from protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     BatchInfo,
     build_batch,
     build_control_batch,
-    control_type,
     read_header,
     set_base_offset,
 )
