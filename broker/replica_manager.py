@@ -22,6 +22,7 @@ from coordinator.txn.verification import verify_produce
 from protocol import records as rec
 from protocol.compression import CompressionError, DecompressedTooLarge
 from protocol.errors import ErrorCode, KafkaError
+from protocol.record_codec import decode_records, rebuild_batch_with_codec
 from protocol.record_validation import check_compressed_records, check_records, record_errors_message
 from storage.file_region import FileRegion
 from storage.producer_state import AppendOrigin, ProducerStateLogListener
@@ -29,6 +30,7 @@ from storage.producer_state import AppendOrigin, ProducerStateLogListener
 if TYPE_CHECKING:
     from broker.broker import Broker
     from storage.log import PartitionLog
+    from storage.log_config import LogConfig
 
 log = structlog.get_logger(__name__)
 
@@ -123,6 +125,7 @@ class ReplicaManager:
             return ProduceResult(e.code, error_message=e.message)
         try:
             batches = self._validate(buf, plog)
+            buf, batches = _in_topic_codec(buf, batches, plog.config)
             try:
                 # KIP-890: a transactional batch needs its partition in the producer's transaction.
                 guard = verify_produce(self.broker, plog, transactional_id, batches[0], api_version)
@@ -140,7 +143,9 @@ class ReplicaManager:
             return result
         except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
             code = error_code_of(e)
-            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+            if isinstance(e, KafkaError):  # a refusal the validation chose: one line, no traceback
+                log.info("produce refused", topic=topic, partition=partition, error=code.name, reason=str(e))
+            elif code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("append failed", topic=topic, partition=partition)
             self.broker.metrics.failed_produce.labels(topic).inc()
             return ProduceResult(code, log_start_offset=-1 if code in _NO_LOG_INFO_ERRORS else plog.log_start_offset,
@@ -195,8 +200,8 @@ class ReplicaManager:
         except rec.InvalidBatch as e:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
         batch = batches[0]
-        if batch.compression > 4:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Unknown compression type id {batch.compression}")
+        if batch.compression > 4:  # CompressionType.forId's IllegalArgumentException: unexpected in Kafka
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Unknown compression type id: {batch.compression}")
         try:
             rec.check_offsets_and_count(batch)
         except rec.InvalidRecord as e:
@@ -338,6 +343,22 @@ def _check_records(buf: bytearray, batch: rec.BatchInfo, limit: int, keyless: li
         raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from None
     except rec.InvalidRecord as e:
         raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
+
+
+_TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # "producer": as sent
+
+
+def _in_topic_codec(buf: bytearray | memoryview, batches: list[rec.BatchInfo],
+                    config: LogConfig) -> tuple[bytearray | memoryview, list[rec.BatchInfo]]:
+    """The batch in the topic's ``compression.type`` (LogValidator recompresses when it is not
+    ``producer`` and differs from the batch's codec), at the topic's level for that codec."""
+    target = _TOPIC_CODECS.get(config.compression_type)
+    if target is None or target == batches[0].compression:
+        return buf, batches
+    level = {1: config.compression_gzip_level, 3: config.compression_lz4_level,
+             4: config.compression_zstd_level}.get(target)
+    rebuilt = rebuild_batch_with_codec(batches[0], decode_records(buf), target, level)
+    return rebuilt, rec.validate_batches(rebuilt)
 
 
 def last_stable_offset(plog: PartitionLog) -> int:

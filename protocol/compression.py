@@ -32,7 +32,7 @@ NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 BY_NAME = {"none": NONE, "uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 
-CHUNK = 1 << 20  # decompressed bytes per streamed chunk (gzip)
+CHUNK = 256 * 1024  # decompressed bytes per streamed gzip chunk (zlib is fastest around here)
 DEFAULT_LIMIT = 1 << 30  # for batches already in a log: validated when they were appended
 
 
@@ -51,8 +51,9 @@ class DecompressedTooLarge(CompressionError):
 def decompressed_chunks(codec: int, payload: bytes | bytearray | memoryview,
                         limit: int = DEFAULT_LIMIT) -> Iterator[bytes | bytearray | memoryview]:
     """The decompressed bytes of ``payload``, in order, one chunk at a time (each indexable as
-    bytes). Raises CompressionError for a payload the codec cannot read (possibly after some
-    chunks) and DecompressedTooLarge past ``limit`` bytes."""
+    bytes, and only valid until the next one is asked for: copy what you keep). Raises
+    CompressionError for a payload the codec cannot read (possibly after some chunks) and
+    DecompressedTooLarge past ``limit`` bytes."""
     if codec == GZIP:
         return _gzip_chunks(payload, limit)
     if codec == SNAPPY:
@@ -65,10 +66,10 @@ def decompressed_chunks(codec: int, payload: bytes | bytearray | memoryview,
 
 
 def decompress(codec: int, payload: bytes | bytearray | memoryview, limit: int = DEFAULT_LIMIT) -> bytes:
-    """All of ``payload`` decompressed (see ``decompressed_chunks``)."""
+    """All of ``payload`` decompressed (see ``decompressed_chunks``), as bytes."""
     if codec == ZSTD:
-        return _zstd_decompress(payload, limit)
-    return b"".join(bytes(c) for c in decompressed_chunks(codec, payload, limit))
+        return bytes(_zstd_decompress(payload, limit))
+    return b"".join([bytes(chunk) for chunk in decompressed_chunks(codec, payload, limit)])
 
 
 def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
@@ -206,11 +207,11 @@ def _lz4_chunks(payload: bytes | bytearray | memoryview, limit: int) -> Iterator
         pos += 8
     if pos >= end:
         raise CompressionError("Stream ended prematurely")
-    if data[pos] != (xxh32(data[4:pos]) >> 8) & 0xFF:
+    if data[pos] != _descriptor_checksum(data[4:pos].tobytes()):
         raise CompressionError("Stream frame descriptor corrupted")
     pos += 1
-    out = bytearray(max_block)
     total = 0
+    out: bytearray | None = None  # one buffer for every block: a chunk lives until the next
     while True:
         if end - pos < 4:
             raise CompressionError("Stream ended prematurely")
@@ -228,11 +229,13 @@ def _lz4_chunks(payload: bytes | bytearray | memoryview, limit: int) -> Iterator
             raise CompressionError("Stream ended prematurely")
         block = data[pos:pos + size]
         if compressed:
+            if out is None:
+                out = bytearray(max_block)
             try:
                 n = cramjam.lz4.decompress_block_into(block, out)
             except cramjam.DecompressionError as e:
                 raise CompressionError(f"lz4: {e}") from None
-            chunk: bytes | memoryview = bytes(out[:n])
+            chunk: bytes | memoryview = memoryview(out)[:n]
         else:
             n, chunk = size, block
         if block_checksum:
@@ -248,13 +251,26 @@ def _lz4_chunks(payload: bytes | bytearray | memoryview, limit: int) -> Iterator
         yield chunk
 
 
+_DESCRIPTOR_CHECKSUMS: dict[bytes, int] = {}
+
+
+def _descriptor_checksum(descriptor: bytes) -> int:
+    """The HC byte of an LZ4 frame descriptor; the few descriptors producers write are cached."""
+    hc = _DESCRIPTOR_CHECKSUMS.get(descriptor)
+    if hc is None:
+        hc = (xxh32(descriptor) >> 8) & 0xFF
+        if len(descriptor) == 2:  # FLG and BD only (no content size): at most 256 * 256 of them
+            _DESCRIPTOR_CHECKSUMS[descriptor] = hc
+    return hc
+
+
 _LZ4_BLOCK = 64 * 1024  # Lz4BlockOutputStream.BLOCKSIZE_64KB
 _LZ4_FLG, _LZ4_BD = 0x60, 0x40  # version 1, independent blocks, no checksums; 64 KiB blocks
 
 
 def _lz4_compress(data: bytes | bytearray | memoryview, level: int) -> bytes:
     mv = memoryview(data)
-    parts = [_U32_LE.pack(_LZ4_MAGIC), bytes((_LZ4_FLG, _LZ4_BD, (xxh32(bytes((_LZ4_FLG, _LZ4_BD))) >> 8) & 0xFF))]
+    parts = [_U32_LE.pack(_LZ4_MAGIC), bytes((_LZ4_FLG, _LZ4_BD, _descriptor_checksum(bytes((_LZ4_FLG, _LZ4_BD)))))]
     for pos in range(0, len(mv), _LZ4_BLOCK):
         raw = mv[pos:pos + _LZ4_BLOCK]
         block = bytes(cramjam.lz4.compress_block(raw, mode="high_compression", compression=level, store_size=False)) \
@@ -270,14 +286,18 @@ def _lz4_compress(data: bytes | bytearray | memoryview, level: int) -> bytes:
 # --- zstd ------------------------------------------------------------------------------------
 
 
-def _zstd_decompress(payload: bytes | bytearray | memoryview, limit: int) -> bytes:
-    """zstd has no bounded streaming API here: decompress into a buffer that doubles up to
-    ``limit`` (at most twice the work of one pass, and never more memory than ``limit``)."""
+def _zstd_decompress(payload: bytes | bytearray | memoryview, limit: int) -> bytes | memoryview:
+    """zstd has no bounded streaming API here: decompress into a buffer sized from the frame's
+    content size when it declares one (else a guess), growing it fourfold up to ``limit`` when
+    it is too small (never more memory than ``limit``, at most about twice the work)."""
     if len(payload) == 0:
         return b""
-    size = min(limit, max(64 * 1024, 4 * len(payload)))
+    declared = _zstd_content_size(payload)
+    if declared is not None and declared > limit:
+        raise DecompressedTooLarge(ZSTD, limit)
+    size = min(limit, declared if declared is not None else max(64 * 1024, 8 * len(payload)))
     while True:
-        out = bytearray(size)
+        out = bytearray(max(size, 1))
         try:
             n = cramjam.zstd.decompress_into(payload, out)
         except cramjam.DecompressionError as e:
@@ -287,8 +307,27 @@ def _zstd_decompress(payload: bytes | bytearray | memoryview, limit: int) -> byt
                 raise DecompressedTooLarge(ZSTD, limit) from None
             size = min(limit, size * 4)
             continue
-        del out[n:]
-        return bytes(out)
+        return memoryview(out)[:n]
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_FCS_BYTES = (0, 2, 4, 8)
+
+
+def _zstd_content_size(payload: bytes | bytearray | memoryview) -> int | None:
+    """Frame_Content_Size of the first frame's header, when it has one (RFC 8878 3.1.1.1)."""
+    if len(payload) < 6 or _U32_LE.unpack_from(payload, 0)[0] != _ZSTD_MAGIC:
+        return None
+    fhd = payload[4]
+    single_segment = fhd & 0x20
+    fcs_bytes = _FCS_BYTES[fhd >> 6] or (1 if single_segment else 0)
+    if not fcs_bytes:
+        return None
+    pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 0x03]
+    if len(payload) < pos + fcs_bytes:
+        return None
+    value = int.from_bytes(payload[pos:pos + fcs_bytes], "little")
+    return value + 256 if fcs_bytes == 2 else value
 
 
 # --- xxHash32 (the LZ4 frame checksums) --------------------------------------------------------
@@ -299,8 +338,23 @@ _M32 = 0xFFFFFFFF
 
 def xxh32(data: bytes | bytearray | memoryview, seed: int = 0) -> int:
     """XXH32 (a pure-Python port: only frame descriptors and rare block checksums use it)."""
+    n = len(data)
+    if n < 16:  # a frame descriptor: the common case, kept short
+        h = (seed + _P5 + n) & _M32
+        p = 0
+        while p + 4 <= n:
+            h = (h + int.from_bytes(data[p:p + 4], "little") * _P3) & _M32
+            h = (((h << 17) | (h >> 15)) & _M32) * _P4 & _M32
+            p += 4
+        for b in data[p:]:
+            h = (h + b * _P5) & _M32
+            h = (((h << 11) | (h >> 21)) & _M32) * _P1 & _M32
+        h ^= h >> 15
+        h = (h * _P2) & _M32
+        h ^= h >> 13
+        h = (h * _P3) & _M32
+        return h ^ (h >> 16)
     mv = memoryview(data).cast("B")
-    n = len(mv)
     p = 0
     if n >= 16:
         v1, v2, v3, v4 = (seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32

@@ -10,7 +10,10 @@ KeyLength varint | Key | ValueLength varint | Value | HeaderCount varint | Heade
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
+
+from crc32c import crc32c
 
 from protocol import compression
 from protocol.records import (
@@ -18,10 +21,15 @@ from protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     CONTROL_KEY,
+    CRC,
+    CRC_START,
+    HEADER,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchInfo,
     InvalidBatch,
+    encode_record,
     read_header,
 )
 
@@ -221,3 +229,24 @@ def control_type(batch: bytes | bytearray | memoryview) -> int:
         _version, ctype = CONTROL_KEY.unpack_from(key, 0)
         return ctype if ctype in (CONTROL_ABORT, CONTROL_COMMIT) else -1
     return -1
+
+
+def rebuild_batch_with_codec(info: BatchInfo, records: Sequence[DecodedRecord], codec: int,
+                             level: int | None = None) -> bytearray:
+    """A produced batch rebuilt in another codec, as LogValidator.buildRecordsAndAssignOffsets does
+    when the topic's ``compression.type`` is not the producer's: same producer id, epoch, base
+    sequence, transactional flag and timestamp type; records renumbered 0..n-1 with their own
+    timestamps against the first one's; offsets are assigned by the append, as for any batch."""
+    base_ts = records[0].timestamp if records else info.base_timestamp
+    body = b"".join(encode_record(i, r.timestamp - base_ts, r.key, r.value, r.headers)
+                    for i, r in enumerate(records))
+    payload = compression.compress(codec, body, level) if codec else body
+    attrs = (info.attributes & ~COMPRESSION_MASK) | codec
+    size = HEADER_SIZE + len(payload)
+    buf = bytearray(size)
+    HEADER.pack_into(buf, 0, 0, size - LOG_OVERHEAD, info.partition_leader_epoch, 2, 0, attrs, len(records) - 1,
+                     base_ts, max((r.timestamp for r in records), default=info.max_timestamp), info.producer_id,
+                     info.producer_epoch, info.base_sequence, len(records))
+    buf[HEADER_SIZE:] = payload
+    CRC.pack_into(buf, 17, crc32c(memoryview(buf)[CRC_START:]))
+    return buf

@@ -139,23 +139,26 @@ def check_record_stream(chunks: Iterable[bytes | bytearray | memoryview], count:
     the same answer as reading the whole stream at once, reading no chunk past the one after
     the last record."""
     index = 0
-    pending: list[bytes | bytearray | memoryview] = []
+    pending: list[bytes] = []  # copies of the bytes of a record cut by the end of a chunk
     pending_len = retry_at = 0
     for chunk in chunks:
         if index == count:  # Kafka reads one byte past the last record
             if len(chunk):
                 raise InvalidRecord(REMAINING)
             continue
-        pending.append(chunk)
-        pending_len += len(chunk)
-        if pending_len < retry_at:  # a record spanning chunks: wait until enough has come
-            continue
-        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        if pending:
+            pending.append(bytes(chunk))  # a chunk is only valid until the next one
+            pending_len += len(chunk)
+            if pending_len < retry_at:  # a record spanning chunks: wait until enough has come
+                continue
+            data: bytes | bytearray | memoryview = b"".join(pending)
+        else:
+            data = chunk
         pos, index = read_records(data, 0, len(data), index, count, True, final=False, keyless=keyless)
         if index == count and pos != len(data):
             raise InvalidRecord(REMAINING)
-        rest = memoryview(data)[pos:]
-        pending = [rest] if len(rest) else []
+        rest = bytes(memoryview(data)[pos:])
+        pending = [rest] if rest else []
         pending_len = len(rest)
         retry_at = 2 * pending_len  # re-read a cut record only once twice its bytes are here: linear
     if index < count:

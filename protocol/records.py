@@ -261,7 +261,7 @@ def _zigzag_varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _encode_record(
+def encode_record(
     offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None, headers: Iterable = ()
 ) -> bytes:
     body = bytearray(b"\x00")  # attributes
@@ -303,7 +303,7 @@ def build_batch(
 
     Used for what the broker writes itself: control markers and internal-topic records.
     """
-    body = b"".join(_encode_record(i, 0, k, v) for i, (k, v) in enumerate(records))
+    body = b"".join(encode_record(i, 0, k, v) for i, (k, v) in enumerate(records))
     attrs = (TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
     size = HEADER_SIZE + len(body)
     buf = bytearray(size)

@@ -32,17 +32,21 @@ def _produce(bootstrap: str, topic: str, start: int, count: int) -> dict[int, li
 
 
 def _consume_all(bootstrap: str, topic: str, expected: int) -> dict[int, list[int]]:
+    """Every record of every partition, up to each partition's high watermark (a count alone can
+    stop early: records written but never acknowledged before a crash are there too)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "d-" + topic, "enable.auto.commit": False})
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+    assert sum(ends.values()) >= expected, (ends, expected)
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-    n = 0
+    last = {p: -1 for p in range(PARTITIONS)}
     deadline = time.monotonic() + 60
     try:
-        while n < expected and time.monotonic() < deadline:
+        while any(last[p] < ends[p] - 1 for p in ends) and time.monotonic() < deadline:
             for m in c.consume(1000, timeout=2):
                 assert m.error() is None, m.error()
                 got[m.partition()].append(int(m.key()))
-                n += 1
+                last[m.partition()] = m.offset()
     finally:
         c.close()
     return got

@@ -104,7 +104,38 @@ def cases(codec: int) -> dict[str, bytes]:
     if codec:
         out["garbage-compressed"] = batch(b"", 3, c, compressed=random.Random(8).randbytes(40))
         out["empty-compressed"] = batch(b"", 3, c, compressed=b"")
+        out["truncated-compressed"] = batch(b"", 3, c, compressed=compress(c, THREE * 50)[:-7])
+    if codec == 3:
+        out.update(lz4_cases())
     return out
+
+
+def lz4_cases() -> dict[str, bytes]:
+    """LZ4 frames Kafka's Lz4BlockInputStream refuses or reads in its own way."""
+    import lz4.frame
+
+    def frame(**kw) -> bytearray:
+        return bytearray(lz4.frame.compress(THREE, **{"block_linked": False, **kw}))
+
+    corrupt_block = frame(store_size=False)
+    corrupt_block[11:13] = b"\xff\xff"  # inside the one compressed block: a bad match offset
+    bad_descriptor = frame()
+    bad_descriptor[4 + 2 + 8] ^= 0xFF  # the header checksum byte after FLG, BD and the content size
+    bad_block_checksum = frame(block_checksum=True, store_size=False)
+    bad_block_checksum[-5] ^= 0xFF  # the block checksum before the end mark
+    big = b"".join(record(i, value=b"v" * 250) for i in range(400))  # more than one 64 KiB block
+    return {
+        "lz4-corrupt-block": batch(b"", 3, 3, compressed=bytes(corrupt_block)),
+        "lz4-bad-descriptor-checksum": batch(b"", 3, 3, compressed=bytes(bad_descriptor)),
+        "lz4-bad-block-checksum": batch(b"", 3, 3, compressed=bytes(bad_block_checksum)),
+        "lz4-block-checksums": batch(b"", 3, 3, compressed=bytes(frame(block_checksum=True))),
+        "lz4-content-checksum": batch(b"", 3, 3, compressed=bytes(frame(content_checksum=True))),
+        "lz4-dependent-blocks": batch(b"", 400, 3, compressed=lz4.frame.compress(
+            big, block_linked=True, block_size=lz4.frame.BLOCKSIZE_MAX64KB)),
+        "lz4-4mb-blocks": batch(b"", 400, 3, compressed=lz4.frame.compress(
+            big, block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX4MB)),
+        "lz4-trailing-after-end-mark": batch(b"", 3, 3, compressed=bytes(frame()) + b"junk"),
+    }
 
 
 CASE_IDS = [(name, codec) for codec in CODECS for name in cases(CODECS[codec])]
@@ -126,3 +157,57 @@ def test_record_validation(pair, topic, name, codec):
     if name in ("valid", "null-key-and-value"):
         assert k == 0
     assert o == k, f"Kafka {k}, ours {o}"
+
+
+@pytest.mark.parametrize("codec_id", [5, 6, 7])
+def test_unknown_codec_id(pair, topic, codec_id):
+    """A compression id Kafka does not know (5-7 in the three attribute bits)."""
+    payload = batch(THREE, 3, codec_id)
+
+    def scenario(t):
+        return t.produce_one(topic, 0, payload, version=9, acks=-1)["error_code"]
+
+    k, o = pair.run(scenario)
+    assert o == k, f"Kafka {k}, ours {o}"
+
+
+def _fetched_batches(t, topic: str) -> list[tuple]:
+    """(codec, count, record timestamps, keys, values, headers) of every batch fetched from offset 0."""
+    from protocol.record_codec import decode_records
+    from protocol.records import iter_batch_positions, read_header
+
+    (topic_resp,) = t.fetch(topic, 0, 0).responses
+    (part,) = topic_resp.partitions
+    data = bytes(part.records or b"")
+    out = []
+    for pos, size in iter_batch_positions(data):
+        info = read_header(data, pos)
+        recs = decode_records(data[pos:pos + size])
+        out.append((info.compression, info.records_count, info.producer_id >= 0, info.base_sequence,
+                    [(r.timestamp, r.key, r.value, r.headers) for r in recs]))
+    return out
+
+
+TOPIC_CODECS = ["uncompressed", "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.mark.parametrize("topic_codec", TOPIC_CODECS)
+def test_topic_compression_type_recompresses(pair, topic_codec):
+    """A topic whose compression.type is not ``producer`` stores every batch in its own codec
+    (LogValidator rebuilds the batch): the stored codec, records, timestamps and headers match."""
+    topic = pair.create_topic(unique(f"tcodec-{topic_codec}"), 1, {"compression.type": topic_codec})
+    def hrec(i: int) -> bytes:
+        body = b"\x00" + _zz(i * 7) + _zz(i) + _zz(1) + b"k" + _zz(5) + b"v%04d" % i
+        body += _zz(1) + _zz(1) + b"h" + _zz(2) + b"hv"
+        return _zz(len(body)) + body
+
+    payloads = [batch(b"".join(hrec(i) for i in range(4)), 4, codec) for codec in (0, 1, 3, 4)]
+
+    def scenario(t):
+        errors = [t.produce_one(topic, 0, p, version=9, acks=-1)["error_code"] for p in payloads]
+        return errors, _fetched_batches(t, topic)
+
+    k, o = pair.run(scenario)
+    assert k[0] == [0, 0, 0, 0]
+    assert {b[0] for b in k[1]} == {TOPIC_CODECS.index(topic_codec)}
+    assert o == k
