@@ -24,6 +24,9 @@ fi
 .venv/bin/pip install -q -e '.[test]'
 .venv/bin/python -m compileall -q broker protocol storage coordinator >/dev/null  # as scripts/run.sh
 .venv/bin/ruff check broker protocol storage coordinator tests bench pipelines
+# The broker as users install it: every broker the tests start runs from .venv-runtime, the wheel of
+# this tree with only its runtime dependencies (tests/support/runtime_env.py; rebuilt when sources change).
+.venv/bin/python -c "from tests.support.runtime_env import ensure_runtime_venv; ensure_runtime_venv()"
 # Container checks (scripts/oci-smoke.sh: the Dockerfile and docker-compose.yml built and run with
 # podman, smoke-tested through 127.0.0.1:9092; about 1-2 min, 3-5 min on a fresh machine).
 # OCI_CHECK=1 runs them, OCI_CHECK=0 skips them; auto (default) runs them under CI as root when

@@ -4,7 +4,7 @@ cramjam, the runtime dependencies), and the produce-validation path that reads e
 compressed batch (``check_compressed_records``). Prints MB/s of decompressed bytes; run from the
 test venv:
 
-    .venv/bin/python bench/codec_speed.py [--size 1048576] [--seconds 1.0]
+    .venv/bin/python bench/compression_speed.py [--size 1048576] [--seconds 1.0]
 """
 
 from __future__ import annotations
