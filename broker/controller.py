@@ -16,7 +16,7 @@ import structlog
 from broker.metadata import TopicInfo, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import InvalidConfig
-from storage.log_config import TOPIC_CONFIGS, LogConfig
+from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, LogConfig
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -46,7 +46,7 @@ class Controller:
 
     def validate_configs(self, configs: dict[str, str]) -> None:
         for name, value in configs.items():
-            d = TOPIC_CONFIGS.get(name)
+            d = TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS.get(name)
             if d is None:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
             if value is None:

@@ -762,7 +762,7 @@ class Cleaner:
             s for s in segments_overlapping(plog.segments, 0, end_offset) if s is not plog.active_segment
         ]
         cfg = plog.config
-        groups = self.group_segments_by_size(segments, cfg.segment_bytes, cfg.segment_index_bytes, upper)
+        groups = self.group_segments_by_size(segments, cfg.segment_size, cfg.segment_index_bytes, upper)
         log.info(
             "cleaning_log",
             topic=plog.topic,

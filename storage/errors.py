@@ -61,6 +61,11 @@ class KafkaStorageError(StorageError):
     error_code = 56
 
 
+class SegmentInconsistent(KafkaStorageError):
+    """A segment file that no longer matches what the broker wrote (cut or grown from outside, or a
+    failed write that could not be undone): the partition goes offline until recovery."""
+
+
 class InconsistentTopicId(StorageError):
     """partition.metadata names a different topic id than the caller (INCONSISTENT_TOPIC_ID)."""
 

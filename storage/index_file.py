@@ -2,7 +2,13 @@
 ``os.write`` (buffered up to PENDING_BYTES), truncation, flush, close, rename.
 
 Subclasses keep their entries in ``array`` columns (C-level bisect for lookups) and say how to
-load them from bytes and which columns a truncation cuts.
+load them from bytes and which columns a truncation cuts. Lookups never read the file, so its
+descriptor is open only while there is something to write: an inactive segment's indexes hold
+none (Kafka memory-maps them and closes the file, for one descriptor per segment).
+
+An index is derived data (recovery rebuilds it from the log), so a failed write does not fail the
+append that added the entry: the entry is served from memory and written at the next write,
+flush or close; ``flush`` raises until it is, so the recovery point never passes it.
 """
 
 from __future__ import annotations
@@ -17,12 +23,6 @@ INT32_MAX = 2147483647
 # one syscall per ~500 entries instead of one per entry. Safe because a crash makes recovery
 # rebuild the indexes of every segment past the recovery point, and flush writes them first.
 PENDING_BYTES = 4096
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 class IndexFile:
@@ -40,13 +40,17 @@ class IndexFile:
         self.corrupt = False
         self._pending = bytearray()  # entries not yet written to the file
         self._clear_columns()
+        self._fd = -1
         try:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            size = os.fstat(self._fd).st_size
-            if size % self.ENTRY_SIZE:
-                self.corrupt = True
-            elif size:
-                self._load(os.pread(self._fd, size, 0))
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size % self.ENTRY_SIZE:
+                    self.corrupt = True
+                elif size:
+                    self._load(os.pread(fd, size, 0))
+            finally:
+                os.close(fd)
         except OSError as e:
             raise KafkaStorageError(f"cannot open {self.KIND} {path}: {e}") from e
 
@@ -74,16 +78,31 @@ class IndexFile:
     def _append_entry(self, packed: bytes) -> None:
         self._pending += packed
         if len(self._pending) >= PENDING_BYTES:
-            self.write_pending()
+            try:
+                self.write_pending()
+            except KafkaStorageError:
+                pass  # kept in _pending (see the module docstring); flush and close retry and raise
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot open {self.KIND} {self.path}: {e}") from e
+        return self._fd
 
     def truncate_to_entries(self, n: int) -> None:
         if n >= self.entries:
             return
-        self.write_pending()
+        written = self.entries - len(self._pending) // self.ENTRY_SIZE
         for column in self._columns():
             del column[n:]
+        if n >= written:  # only unwritten entries go
+            del self._pending[(n - written) * self.ENTRY_SIZE:]
+            return
+        self._pending.clear()
         try:
-            os.ftruncate(self._fd, n * self.ENTRY_SIZE)
+            os.ftruncate(self._open(), n * self.ENTRY_SIZE)
         except OSError as e:
             raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
 
@@ -92,27 +111,57 @@ class IndexFile:
         self._pending.clear()
         self._clear_columns()
         self.corrupt = False
-        os.ftruncate(self._fd, 0)
+        try:
+            os.ftruncate(self._open(), 0)
+        except OSError as e:
+            raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
 
     def write_pending(self) -> None:
-        """Write buffered entries; called when enough accumulate and on flush, close, roll, truncate."""
-        if self._pending:
+        """Write buffered entries; called when enough accumulate and on flush, close, roll, truncate.
+        What a failed write did write is not written again."""
+        pending = self._pending
+        if pending:
+            fd = self._open()
             try:
-                _write_all(self._fd, self._pending)
+                while pending:
+                    del pending[: os.write(fd, pending)]
             except OSError as e:
                 raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
-            self._pending.clear()
 
     def flush(self) -> None:
-        self.write_pending()
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
+        if self._pending or self._fd >= 0:
             self.write_pending()
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                raise KafkaStorageError(f"fsync of {self.path} failed: {e}") from e
+
+    def release(self) -> None:
+        """Close the descriptor once everything is written (an inactive segment's index); the next
+        write or truncation opens it again."""
+        if self._fd >= 0 and not self._pending:
             os.close(self._fd)
             self._fd = -1
+
+    @property
+    def unwritten(self) -> bool:
+        return bool(self._pending)
+
+    def close(self) -> None:
+        """Write what is pending and close; raises if the write fails (the descriptor is closed
+        either way: entries still pending are lost, and recovery rebuilds the index)."""
+        try:
+            if self._pending:
+                self.write_pending()
+        finally:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def rename(self, new_path: str) -> None:
         os.rename(self.path, new_path)
         self.path = new_path
+
+    @property
+    def open_descriptors(self) -> int:
+        return 1 if self._fd >= 0 else 0

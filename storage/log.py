@@ -43,6 +43,7 @@ from storage.errors import (
     PolicyViolation,
     RecordBatchTooLarge,
     RecordTooLarge,
+    SegmentInconsistent,
 )
 from storage.file_region import FileRegion
 from storage.log_config import LogConfig
@@ -314,9 +315,22 @@ class PartitionLog:
         self._dir_dirty = False  # a segment file was created since the last flush
         self.listeners: list[LogListener] = []
         self.closed = False
+        # Why the partition is offline (an I/O error left it in a state the broker cannot trust, as
+        # Kafka takes a failed log dir offline): appends and reads answer KAFKA_STORAGE_ERROR until
+        # a restart recovers it from its files.
+        self.offline: str | None = None
         # Bumped whenever segments leave the list (retention, truncation, a cleaner swap), so a
         # cleaning that runs in slices between other work can tell its segments are still there.
         self.segments_generation = 0
+
+    def go_offline(self, reason: str) -> None:
+        if self.offline is None:
+            self.offline = reason
+            log.error("partition_offline", topic=self.topic, partition=self.partition, reason=reason)
+
+    def check_online(self) -> None:
+        if self.offline is not None:
+            raise KafkaStorageError(f"{self.topic}-{self.partition} is offline after an I/O error: {self.offline}")
 
     # --- opening -------------------------------------------------------------------------------
 
@@ -589,10 +603,10 @@ class PartitionLog:
     def validate_batches(self, batches: Sequence[BatchInfo], total_size: int, now_ms: int) -> None:
         """Kafka's size and CreateTime timestamp checks (before anything is assigned)."""
         cfg = self.config
-        if total_size > cfg.segment_bytes:
+        if total_size > cfg.segment_size:
             raise RecordBatchTooLarge(
                 f"The request included message batch larger than the configured segment size "
-                f"on the server: {total_size} > {cfg.segment_bytes}"
+                f"on the server: {total_size} > {cfg.segment_size}"
             )
         limit = cfg.max_message_bytes
         for b in batches:
@@ -630,6 +644,7 @@ class PartitionLog:
         """
         if not batches:
             raise ValueError("append of no batches")
+        self.check_online()
         now = now_ms if now_ms is not None else _wall_ms()
         first_pos = batches[0].position
         end_pos = batches[-1].position + batches[-1].size
@@ -660,7 +675,7 @@ class PartitionLog:
         last_offset = next_offset - 1
         seg = self._active
         if seg.should_roll(
-            max_segment_bytes=self.config.segment_bytes,
+            max_segment_bytes=self.config.segment_size,
             max_segment_ms=self.config.max_segment_ms,
             messages_size=total,
             max_timestamp_in_messages=max_ts,
@@ -669,15 +684,25 @@ class PartitionLog:
         ):
             seg = self.roll(now_ms=now)
         data = memoryview(buf)[first_pos:end_pos] if (first_pos or end_pos != len(buf)) else buf
-        seg.append(data, batches)
-        self._leo = next_offset
-        if self.epoch_cache.latest_epoch != leader_epoch and leader_epoch >= 0:
-            self.epoch_cache.assign(leader_epoch, first_offset)
+        try:
+            seg.append(data, batches)  # all or nothing: a failed write leaves no trace
+        except SegmentInconsistent as e:
+            self.go_offline(str(e))
+            raise
+        self._leo = next_offset  # the batch is in the log: its offsets are never given again
         result = AppendResult(
             first_offset, last_offset, now if append_time else -1, self._log_start_offset, num
         )
-        for listener in self.listeners:
-            listener.after_append(self, buf, batches, result)
+        try:
+            if self.epoch_cache.latest_epoch != leader_epoch and leader_epoch >= 0:
+                self.epoch_cache.assign(leader_epoch, first_offset)
+            for listener in self.listeners:
+                listener.after_append(self, buf, batches, result)
+        except Exception as e:
+            # The log holds the batch but the state derived from it (producer state, epochs) may
+            # not: trust nothing until recovery rebuilds it from the files.
+            self.go_offline(f"state update after an append failed: {e}")
+            raise KafkaStorageError(str(e)) from e
         if self._leo - self._recovery_point >= self.config.flush_messages:
             self.flush()
         return result
@@ -787,6 +812,7 @@ class PartitionLog:
         or after ``fetch_offset``. OffsetOutOfRange outside [log start, log end]. ``zero_copy``:
         large results are a FileRegion (for a socket), not bytes.
         """
+        self.check_online()
         leo = self._leo
         upper = leo if upper_bound_offset is None else min(upper_bound_offset, leo)
         if fetch_offset < self._log_start_offset or fetch_offset > leo:
@@ -803,7 +829,12 @@ class PartitionLog:
         segments = self._segments
         while i < len(segments):
             seg = segments[i]
-            r = (seg.read_region if zero_copy else seg.read)(fetch_offset, max_bytes, None, min_one_message, upper)
+            try:
+                r = (seg.read_region if zero_copy else seg.read)(fetch_offset, max_bytes, None, min_one_message,
+                                                                 upper)
+            except SegmentInconsistent as e:
+                self.go_offline(str(e))
+                raise
             if r is not None:
                 result.records = r.records
                 result.next_offset = r.next_offset
@@ -1191,7 +1222,10 @@ class PartitionLog:
     def close_without_flush(self) -> None:
         """Close the files as they are (no flush, no final time index entry): crash-like."""
         for seg in self._segments:
-            seg.close(final_time_entry=False)
+            try:
+                seg.close(final_time_entry=False)
+            except KafkaStorageError:
+                pass  # index entries not written: recovery rebuilds the index
         self.closed = True
 
     def delete(self) -> None:

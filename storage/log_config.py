@@ -99,8 +99,7 @@ def _d(
     return ConfigDef(name, type_, default, synonyms[0] if synonyms else None, validator, synonyms)
 
 
-# Kafka 4.x LogConfig (storage/.../LogConfig.java) and ServerTopicConfigSynonyms. segment.bytes keeps
-# the 3.x lower bound (14 bytes) rather than 4.0's 1 MiB so tests can roll small segments.
+# Kafka 4.x LogConfig (storage/.../LogConfig.java) and ServerTopicConfigSynonyms.
 TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     _d("cleanup.policy", "list", ("delete",), ("log.cleanup.policy",), list_of("compact", "delete")),
     _d(
@@ -166,7 +165,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
         ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
         at_least(-1),
     ),
-    _d("segment.bytes", "int", 1073741824, ("log.segment.bytes",), at_least(14)),
+    _d("segment.bytes", "int", 1073741824, ("log.segment.bytes",), at_least(1048576)),
     _d("segment.index.bytes", "int", 10485760, ("log.index.size.max.bytes",), at_least(4)),
     _d("segment.jitter.ms", "long", 0, ("log.roll.jitter.ms", "log.roll.jitter.hours"), at_least(0)),
     _d("segment.ms", "long", 604800000, ("log.roll.ms", "log.roll.hours"), at_least(1)),
@@ -217,9 +216,17 @@ def _parse(defn: ConfigDef, raw: Any) -> Any:
     raise ValueError(f"Expected a value of type {t.upper()}")
 
 
+# Kafka 4's internal topic configs (ConfigDef.defineInternal): accepted by CreateTopics and
+# AlterConfigs, never listed by DescribeConfigs. internal.segment.bytes overrides segment.bytes
+# without its 1 MiB minimum ("for testing only", LogConfig.segmentSize()).
+INTERNAL_TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
+    _d("internal.segment.bytes", "int", None, (), at_least(14)),
+)
+
+
 def parse_config(name: str, raw: Any) -> Any:
     """Parse and validate one topic config value; InvalidConfig for an unknown name or bad value."""
-    defn = TOPIC_CONFIGS.get(name)
+    defn = TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS.get(name)
     if defn is None:
         raise InvalidConfig(f"Unknown topic config name: {name}")
     if raw is None:
@@ -290,6 +297,7 @@ class LogConfig:
     retention_bytes: int = -1
     retention_ms: int = 604800000
     segment_bytes: int = 1073741824
+    internal_segment_bytes: int | None = None
     segment_index_bytes: int = 10485760
     segment_jitter_ms: int = 0
     segment_ms: int = 604800000
@@ -305,7 +313,8 @@ class LogConfig:
         values: dict[str, Any] = {}
         for source in (broker_defaults or {}, topic_overrides or {}):
             values.update(validate_topic_configs(source))
-        return cls(**{TOPIC_CONFIGS[name].attr: v for name, v in values.items()})
+        return cls(**{(TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS[name]).attr: v
+                      for name, v in values.items()})
 
     def get(self, name: str) -> Any:
         """Value by Kafka config name (DescribeConfigs)."""
@@ -319,6 +328,11 @@ class LogConfig:
 
     def replace(self, **changes: Any) -> LogConfig:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def segment_size(self) -> int:
+        """The size segments roll at (Kafka's segmentSize(): internal.segment.bytes when set)."""
+        return self.internal_segment_bytes if self.internal_segment_bytes is not None else self.segment_bytes
 
     @property
     def compact(self) -> bool:
@@ -347,3 +361,12 @@ class LogConfig:
 
 
 DEFAULT_CONFIG = LogConfig()
+
+
+def segment_bytes_config(size: int) -> dict[str, str]:
+    """The topic config for an internal topic's ``offsets.topic.segment.bytes`` /
+    ``transaction.state.log.segment.bytes``: those allow any size, ``segment.bytes`` not below
+    1 MiB, so a smaller one (tests) goes in as ``internal.segment.bytes``."""
+    if size >= 1048576:
+        return {"segment.bytes": str(size)}
+    return {"internal.segment.bytes": str(size)}

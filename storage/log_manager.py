@@ -354,11 +354,16 @@ class LogManager:
         now = now_ms if now_ms is not None else _wall_ms()
         n = 0
         for plog in list(self._logs.values()):
-            if now - plog.last_flush_ms >= plog.config.flush_ms:
-                plog.flush(now_ms=now)
-                n += 1
-            elif plog.flush_pending(now):
-                n += 1
+            if plog.offline is not None:
+                continue
+            try:
+                if now - plog.last_flush_ms >= plog.config.flush_ms:
+                    plog.flush(now_ms=now)
+                    n += 1
+                elif plog.flush_pending(now):
+                    n += 1
+            except KafkaStorageError as e:  # the recovery point stays where it was; tried again next time
+                log.warning("log_flush_failed", topic=plog.topic, partition=plog.partition, error=str(e))
         return n
 
     def run_retention(self, now_ms: int | None = None) -> int:
@@ -367,12 +372,28 @@ class LogManager:
         return sum(plog.apply_retention(now) for plog in list(self._logs.values()))
 
     def shutdown(self, broker_epoch: int = -1) -> None:
-        """Clean shutdown: close (flush) every log, write checkpoints, then the clean-shutdown marker."""
-        for plog in list(self._logs.values()):
-            plog.close()
+        """Clean shutdown: close (flush) every log, write checkpoints, then the clean-shutdown
+        marker; a dir with a log that is offline or could not be flushed gets no marker, so the
+        next start recovers it from its files."""
+        unclean: set[str] = set()
+        for key, plog in list(self._logs.items()):
+            if plog.offline is not None:
+                plog.close_without_flush()
+                unclean.add(self._dir_of[key])
+                continue
+            try:
+                plog.close()
+            except (KafkaStorageError, OSError) as e:
+                log.error("log_close_failed", topic=plog.topic, partition=plog.partition, error=str(e))
+                plog.close_without_flush()
+                unclean.add(self._dir_of[key])
         for d in self.log_dirs:
-            self._checkpoint_dir(d)
-            checkpoints.write_clean_shutdown(d, broker_epoch)
+            try:
+                self._checkpoint_dir(d)
+                if d not in unclean:
+                    checkpoints.write_clean_shutdown(d, broker_epoch)
+            except (KafkaStorageError, OSError) as e:
+                log.error("log_dir_checkpoint_failed", log_dir=d, error=str(e))
         for fd in self._locks.values():
             os.close(fd)
         self._locks.clear()

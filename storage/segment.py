@@ -32,7 +32,7 @@ from protocol.records import (
     BatchInfo,
     read_header,
 )
-from storage.errors import KafkaStorageError, LogSegmentOffsetOverflow
+from storage.errors import KafkaStorageError, LogSegmentOffsetOverflow, SegmentInconsistent
 from storage.file_region import FileRegion
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
@@ -275,6 +275,18 @@ class LogSegment:
             self._rolling_ts_loaded = True
         return self._rolling_ts
 
+    def _pread(self, n: int, pos: int) -> bytes:
+        """``n`` bytes at ``pos``, which the broker wrote: fewer means the file was cut under us."""
+        try:
+            data = os.pread(self._fd, n, pos)
+        except OSError as e:
+            raise KafkaStorageError(f"read of {self.log_path} failed: {e}") from e
+        if len(data) < n:
+            raise SegmentInconsistent(
+                f"{self.log_path} ends before byte {pos + n} that the broker wrote: cut outside the broker"
+            )
+        return data
+
     # --- header walking ------------------------------------------------------------------------
 
     def _walk(self, pos: int, end: int | None = None) -> Iterator[tuple[int, int, bytes, int]]:
@@ -287,6 +299,8 @@ class LogSegment:
         fd = self._fd
         while end - pos >= HEADER_SIZE:
             data = os.pread(fd, min(WALK_CHUNK, end - pos), pos)
+            if len(data) < min(WALK_CHUNK, end - pos) and end <= self._size:
+                self._pread(min(WALK_CHUNK, end - pos), pos)  # raises: the file is shorter than written
             n = len(data)
             off = 0
             while n - off >= HEADER_SIZE:
@@ -308,7 +322,7 @@ class LogSegment:
             yield info
 
     def read_at(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return self._pread(size, position)
 
     def translate_offset(self, offset: int) -> BatchLocation | None:
         """The first batch whose last offset >= ``offset`` (Kafka's translateOffset), or None."""
@@ -343,18 +357,28 @@ class LogSegment:
             )
         physical = self._size
         max_ts = self._ensure_max_ts()
-        if physical == 0:
-            self._rolling_ts = max(b.max_timestamp for b in batches)
-            self._rolling_ts_loaded = True
         view = memoryview(data)
+        try:
+            actual = os.fstat(self._fd).st_size
+        except OSError as e:
+            raise KafkaStorageError(f"stat of {self.log_path} failed: {e}") from e
+        if actual != physical:  # cut or grown by someone else: appending now would corrupt it
+            raise SegmentInconsistent(
+                f"{self.log_path} is {actual} bytes, the broker wrote {physical}: changed outside the broker"
+            )
         try:
             _write_all(self._fd, view)
         except OSError as e:
             try:
-                os.ftruncate(self._fd, physical)
-            except OSError:
-                pass
+                os.ftruncate(self._fd, physical)  # leave no trace of a partial write
+            except OSError as e2:
+                raise SegmentInconsistent(
+                    f"write to {self.log_path} failed ({e}) and its partial data could not be removed ({e2})"
+                ) from e
             raise KafkaStorageError(f"write to {self.log_path} failed: {e}") from e
+        if physical == 0:
+            self._rolling_ts = max(b.max_timestamp for b in batches)
+            self._rolling_ts_loaded = True
         self._size = physical + len(view)
         off_max = self._offset_of_max_ts
         bsl = self._bytes_since_last_index_entry
@@ -402,7 +426,7 @@ class LogSegment:
                 return None
             pos = loc.position
         want = min(max(min(limit - pos, max_bytes), HEADER_SIZE), size_now - pos)
-        data = os.pread(self._fd, want, pos)
+        data = self._pread(want, pos)
         if len(data) < HEADER_SIZE:
             return SegmentRead(EMPTY, pos, start_offset, start_offset)
         bound = _NO_BOUND if max_offset is None else max_offset
@@ -418,9 +442,7 @@ class LogSegment:
         if first_size > len(data):
             if not min_one_message or first_size > size_now - pos:
                 return empty
-            data = os.pread(self._fd, first_size, pos)
-            if len(data) < first_size:
-                return empty
+            data = self._pread(first_size, pos)
         n = len(data)
         off = first_size
         nxt = first_last + 1
@@ -468,9 +490,7 @@ class LogSegment:
             self._read_hint = (start_offset, pos)  # so a fallback to read() does not walk again
         if min(limit - pos, max_bytes) < ZERO_COPY_MIN:
             return self.read(start_offset, max_bytes, max_position, min_one_message, max_offset)
-        head = os.pread(self._fd, HEADER_SIZE, pos)
-        if len(head) < HEADER_SIZE:
-            return SegmentRead(EMPTY, pos, start_offset, start_offset)
+        head = self._pread(HEADER_SIZE, pos)
         first_base, length, delta = _WALK.unpack_from(head, 0)
         first_size = length + LOG_OVERHEAD
         first_last = first_base + delta
@@ -508,17 +528,13 @@ class LogSegment:
         self._read_hint = (nxt, end)
         n = end - pos
         if n < ZERO_COPY_MIN:
-            data = os.pread(self._fd, n, pos)
-            if len(data) < n:
-                return SegmentRead(EMPTY, pos, first_base, start_offset)
-            return SegmentRead(memoryview(data), pos, first_base, nxt)
+            return SegmentRead(memoryview(self._pread(n, pos)), pos, first_base, nxt)
+        if os.fstat(self._fd).st_size < end:  # sendfile would send less than the answer announces
+            self._pread(n, pos)  # raises
         try:
             return SegmentRead(FileRegion(self._fd, pos, n), pos, first_base, nxt)
         except OSError:  # no descriptor to spare (EMFILE): copy instead
-            data = os.pread(self._fd, n, pos)
-            if len(data) < n:
-                return SegmentRead(EMPTY, pos, first_base, start_offset)
-            return SegmentRead(memoryview(data), pos, first_base, nxt)
+            return SegmentRead(memoryview(self._pread(n, pos)), pos, first_base, nxt)
 
     # --- recovery / truncation -----------------------------------------------------------------
 
@@ -615,6 +631,7 @@ class LogSegment:
         self._rolling_ts = None
         self._read_hint = None
         self._index_missing = False
+        self.release_index_files()  # written; the active segment opens them again on its next append
         return truncated
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
@@ -661,7 +678,7 @@ class LogSegment:
     def _decode_first_matching(
         self, pos: int, size: int, match: Callable[[int, int], bool]
     ) -> TimestampAndOffset | None:
-        data = os.pread(self._fd, size, pos)
+        data = self._pread(size, pos)
         ple = _I32.unpack_from(data, _PLE_AT)[0]
         for rec in decode_records(data):
             if match(rec.offset, rec.timestamp):
@@ -727,8 +744,23 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index, as Kafka does when a segment is rolled."""
         self.time_index.maybe_append(self._ensure_max_ts(), self._offset_of_max_ts, skip_full_check=True)
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
+        self.release_index_files()
+
+    def release_index_files(self) -> None:
+        """Write what the indexes hold and close their descriptors (an inactive segment keeps
+        only its ``.log`` open, as Kafka's memory-mapped indexes need no descriptor). A write that
+        fails now is retried by the next flush or close, which then raise."""
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            try:
+                index.write_pending()
+            except KafkaStorageError as e:
+                log.warning("index write deferred", path=index.path, error=str(e))
+            index.release()
+
+    @property
+    def open_descriptors(self) -> int:
+        return (self._fd >= 0) + self.offset_index.open_descriptors + self.time_index.open_descriptors + \
+            self.txn_index.open_descriptors
 
     # --- transactions --------------------------------------------------------------------------
 
@@ -752,16 +784,23 @@ class LogSegment:
             raise KafkaStorageError(f"fsync of {self.log_path} failed: {e}") from e
 
     def close(self, final_time_entry: bool = True) -> None:
-        """Close the files; the time index gets its final max-timestamp entry first (Kafka's close)."""
+        """Close the files; the time index gets its final max-timestamp entry first (Kafka's close).
+        Every file is closed even when writing an index's last entries fails (then this raises,
+        and the log is not to be trusted without recovery)."""
         if self._fd < 0:
             return
         if final_time_entry and self._max_ts is not None:
             self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
         os.close(self._fd)
         self._fd = -1
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
+        failed: list[str] = []
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            try:
+                index.close()
+            except KafkaStorageError as e:
+                failed.append(str(e))
+        if failed:
+            raise KafkaStorageError("; ".join(failed))
 
     @property
     def closed(self) -> bool:

@@ -2,7 +2,11 @@
 
 Entry: version int16 (0), producerId int64, firstOffset int64, lastOffset int64 (the ABORT marker),
 lastStableOffset int64. Entries are rare, so they are kept in memory as objects; the file is created
-only when the first entry is appended, as Kafka does.
+only when the first entry is appended, as Kafka does, and open only while it is being written.
+
+Like the offset index (``storage.index_file``), an entry whose write fails is kept in memory
+(reads see it) and written at the next append, flush or close; ``flush`` raises until it is, so
+the recovery point, from which recovery rebuilds this index, never passes it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from storage.errors import CorruptRecord, KafkaStorageError
-from storage.index_file import _write_all
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34
@@ -47,7 +50,7 @@ class AbortedTxn:
 class TransactionIndex:
     """Aborted-transaction index of one segment."""
 
-    __slots__ = ("path", "base_offset", "_fd", "_txns", "_last_offsets", "corrupt")
+    __slots__ = ("path", "base_offset", "_fd", "_txns", "_last_offsets", "corrupt", "_pending")
 
     def __init__(self, path: str, base_offset: int) -> None:
         self.path = path
@@ -55,21 +58,30 @@ class TransactionIndex:
         self._fd = -1
         self._txns: list[AbortedTxn] = []
         self._last_offsets: list[int] = []
+        self._pending = bytearray()  # entries not yet written to the file
         self.corrupt = False
         if os.path.exists(path):
-            self._open()
             self._load()
 
-    def _open(self) -> None:
-        try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot open transaction index {self.path}: {e}") from e
+    def _open(self) -> int:
+        if self._fd < 0:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot open transaction index {self.path}: {e}") from e
+        return self._fd
 
     def _load(self) -> None:
         """(Re)read the file; a torn last entry or a bad version marks the index ``corrupt``."""
-        size = os.fstat(self._fd).st_size
-        data = os.pread(self._fd, size, 0) if size else b""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            data = b""
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read transaction index {self.path}: {e}") from e
+        size = len(data)
+        self._pending.clear()
         txns: list[AbortedTxn] = []
         self.corrupt = size % ENTRY_SIZE != 0
         try:
@@ -100,14 +112,27 @@ class TransactionIndex:
                 f"The last offset of appended transactions must increase sequentially, but {txn.last_offset} "
                 f"is not greater than current last offset {self._last_offsets[-1]} of index {self.path}"
             )
-        if self._fd < 0:
-            self._open()
-        try:
-            _write_all(self._fd, txn.encode())
-        except OSError as e:
-            raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
         self._txns.append(txn)
         self._last_offsets.append(txn.last_offset)
+        self._pending += txn.encode()
+        try:
+            self.write_pending()
+        except KafkaStorageError:
+            pass  # kept in _pending (see the module docstring)
+
+    def write_pending(self) -> None:
+        pending = self._pending
+        if pending:
+            fd = self._open()
+            try:
+                while pending:
+                    del pending[: os.write(fd, pending)]
+            except OSError as e:
+                raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
+
+    @property
+    def unwritten(self) -> bool:
+        return bool(self._pending)
 
     def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """Entries overlapping [fetch_offset, upper_bound_offset) and whether the search is complete.
@@ -131,29 +156,56 @@ class TransactionIndex:
         n = bisect_left(self._last_offsets, offset)
         if n >= len(self._txns):
             return
+        written = len(self._txns) - len(self._pending) // ENTRY_SIZE
         del self._txns[n:]
         del self._last_offsets[n:]
-        if self._fd >= 0:
+        if n >= written:  # only unwritten entries go
+            del self._pending[(n - written) * ENTRY_SIZE:]
+            return
+        self._pending.clear()
+        if os.path.exists(self.path):
             try:
-                os.ftruncate(self._fd, n * ENTRY_SIZE)
+                os.ftruncate(self._open(), n * ENTRY_SIZE)
             except OSError as e:
                 raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
 
     def reset(self) -> None:
         self._txns = []
         self._last_offsets = []
+        self._pending.clear()
         self.corrupt = False
-        if self._fd >= 0:
-            os.ftruncate(self._fd, 0)
+        if os.path.exists(self.path):
+            try:
+                os.ftruncate(self._open(), 0)
+            except OSError as e:
+                raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
 
     def flush(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
+        if self._pending or self._fd >= 0:
+            self.write_pending()
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                raise KafkaStorageError(f"fsync of {self.path} failed: {e}") from e
 
-    def close(self) -> None:
-        if self._fd >= 0:
+    def release(self) -> None:
+        """Close the descriptor once everything is written; the next write opens it again."""
+        if self._fd >= 0 and not self._pending:
             os.close(self._fd)
             self._fd = -1
+
+    @property
+    def open_descriptors(self) -> int:
+        return 1 if self._fd >= 0 else 0
+
+    def close(self) -> None:
+        try:
+            if self._pending:
+                self.write_pending()
+        finally:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def rename(self, new_path: str) -> None:
         if os.path.exists(self.path):
@@ -161,6 +213,7 @@ class TransactionIndex:
         self.path = new_path
 
     def delete(self) -> None:
+        self._pending.clear()
         self.close()
         try:
             os.unlink(self.path)

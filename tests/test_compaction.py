@@ -49,7 +49,7 @@ def cbroker(tmp_path_factory):
 
 def create_compacted(bootstrap: str, name: str, **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    conf = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
+    conf = {"cleanup.policy": "compact", "internal.segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
     conf.update({k.replace("_", "."): v for k, v in configs.items()})
     admin.create_topics([NewTopic(name, 1, 1, config=conf)])[name].result(15)
 

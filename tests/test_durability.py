@@ -71,7 +71,7 @@ def _events(broker, name: str) -> list[dict]:
 
 def test_graceful_restart_keeps_everything_and_skips_recovery(fresh_broker, topic_name):
     b = fresh_broker.start()
-    _create(b.bootstrap, topic_name, {"segment.bytes": "65536"})  # several segments
+    _create(b.bootstrap, topic_name, {"internal.segment.bytes": "65536"})  # several segments
     acked = _produce(b.bootstrap, topic_name, 0, 5000)
     assert b.stop() == 0
     b.start()
@@ -85,7 +85,7 @@ def test_graceful_restart_keeps_everything_and_skips_recovery(fresh_broker, topi
 
 def test_kill_minus_9_loses_no_acknowledged_record(fresh_broker, topic_name):
     b = fresh_broker.start()
-    _create(b.bootstrap, topic_name, {"segment.bytes": "65536"})
+    _create(b.bootstrap, topic_name, {"internal.segment.bytes": "65536"})
     acked = _produce(b.bootstrap, topic_name, 0, 5000)
     b.kill()
     b.start()

@@ -15,7 +15,7 @@ from broker.config import BROKER_CONFIGS
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
-from storage.log_config import TOPIC_CONFIGS, format_config_value
+from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_config_value
 
 Response = lazy_response(44)
 Result = Response.AlterConfigsResourceResponse
@@ -62,13 +62,14 @@ def apply_topic_ops(current: dict[str, str], ops) -> dict[str, str]:
     """A topic's new overrides: topic config names only; lists start from Kafka's default."""
 
     def check(op) -> None:
-        d = TOPIC_CONFIGS.get(op.name)
+        d = TOPIC_CONFIGS.get(op.name) or INTERNAL_TOPIC_CONFIGS.get(op.name)
         if d is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}")
         if op.config_operation in (APPEND, SUBTRACT) and d.type != "list":
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {op.name}")
 
-    return _apply(current, ops, check, lambda name: format_config_value(name, TOPIC_CONFIGS[name].default))
+    return _apply(current, ops, check, lambda name: format_config_value(name, TOPIC_CONFIGS[name].default)
+                  if name in TOPIC_CONFIGS else "")
 
 
 def apply_broker_ops(current: dict[str, str], ops) -> dict[str, str]:

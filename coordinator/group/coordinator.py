@@ -30,6 +30,7 @@ from coordinator.group.records import RecordFormatError
 from protocol import records as batches
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_codec import control_type, decode_records
+from storage.log_config import segment_bytes_config
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -170,7 +171,8 @@ class GroupCoordinator:
             self.broker.controller.ensure_internal_topic(
                 OFFSETS_TOPIC,
                 self.num_partitions,
-                {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(self.segment_bytes)},
+                {"cleanup.policy": "compact", "compression.type": "producer",
+                 **segment_bytes_config(self.segment_bytes)},
             )
         except Exception as e:
             log.exception("could not create the offsets topic")

@@ -39,6 +39,7 @@ from coordinator.txn.state import (
 from protocol import records as batches
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_codec import decode_records
+from storage.log_config import segment_bytes_config
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -123,7 +124,7 @@ class TransactionStateManager:
                 TRANSACTION_STATE_TOPIC,
                 self.num_partitions,
                 {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                 "segment.bytes": str(self.segment_bytes)},
+                 **segment_bytes_config(self.segment_bytes)},
             )
         except Exception as e:
             log.exception("could not create the transaction state topic")

@@ -57,8 +57,10 @@ def make_log(tmp_path: Path, topic: str = "t", **overrides: object) -> tuple[Log
     """A LogManager (so producer state is attached, as in the broker) with one compacted log."""
     lm = LogManager([str(tmp_path / "data")])
     lm.startup(now_ms=T0)
-    configs = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.0"}
-    configs.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
+    # small segments: internal.segment.bytes (Kafka 4's segment.bytes is at least 1 MiB)
+    configs = {"cleanup.policy": "compact", "internal.segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.0"}
+    configs.update({("internal.segment.bytes" if k == "segment_bytes" else k.replace("_", ".")): str(v)
+                    for k, v in overrides.items()})
     plog = lm.create(topic, 0, lm.config_for(configs), now_ms=T0)
     return lm, plog
 

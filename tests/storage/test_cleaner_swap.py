@@ -98,7 +98,7 @@ def test_a_crash_at_any_step_recovers_to_the_state_before_or_after_it(tmp_path):
     for i in range(30):
         append(plog, [(b"k%d" % (i % 9), b"w%d" % i + b"y" * 30)], ts=T0 + 100 + i)
     plog.roll()
-    plog.update_config(plog.config.replace(segment_bytes=1200))  # groups of several segments
+    plog.update_config(plog.config.replace(internal_segment_bytes=1200))  # groups of several segments
     states = [dir_state(plog.dir)]
     snapshots: list[tuple[int, str, Path]] = []  # (atomic steps applied, step, copy)
     committed = False

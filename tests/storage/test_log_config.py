@@ -8,6 +8,7 @@ import pytest
 
 from storage.errors import InvalidConfig
 from storage.log_config import (
+    INTERNAL_TOPIC_CONFIGS,
     LONG_MAX,
     TOPIC_CONFIGS,
     LogConfig,
@@ -19,8 +20,8 @@ from storage.log_config import (
 
 def test_table_matches_dataclass_defaults():
     fields = {f.name: f.default for f in dataclasses.fields(LogConfig)}
-    assert set(fields) == {d.attr for d in TOPIC_CONFIGS.values()}
-    for d in TOPIC_CONFIGS.values():
+    assert set(fields) == {d.attr for d in (*TOPIC_CONFIGS.values(), *INTERNAL_TOPIC_CONFIGS.values())}
+    for d in (*TOPIC_CONFIGS.values(), *INTERNAL_TOPIC_CONFIGS.values()):
         assert fields[d.attr] == d.default, d.name
 
 
@@ -67,6 +68,8 @@ def test_layering_and_parsing():
         ("retention.ms", "-2"),
         ("retention.ms", "abc"),
         ("segment.bytes", "3000000000"),
+        ("segment.bytes", "1048575"),  # Kafka 4's minimum is 1 MiB
+        ("internal.segment.bytes", "13"),
         ("cleanup.policy", "compact,forever"),
         ("compression.type", "brotli"),
         ("message.timestamp.type", "createtime"),
@@ -94,3 +97,10 @@ def test_max_segment_ms_for_compacted_topics():
     assert LogConfig(segment_ms=5000).max_segment_ms == 5000
     assert LogConfig(segment_jitter_ms=0).random_segment_jitter() == 0
     assert 0 <= LogConfig(segment_jitter_ms=100).random_segment_jitter() < 100
+
+
+def test_internal_segment_bytes_overrides_segment_bytes_without_its_minimum():
+    """Kafka 4's LogConfig.segmentSize(): internal.segment.bytes (testing only) when set."""
+    c = LogConfig.from_overrides({"segment.bytes": "1048576"}, {"internal.segment.bytes": "2048"})
+    assert c.segment_bytes == 1048576 and c.segment_size == 2048
+    assert LogConfig().segment_size == 1073741824

@@ -25,7 +25,7 @@ def test_parse_partition_dir():
 
 def test_create_shutdown_restart_without_recovery(tmp_path, monkeypatch):
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
-    lm = LogManager(dirs, {"segment.bytes": "1000"})
+    lm = LogManager(dirs, {"internal.segment.bytes": "1000"})
     lm.startup(T0)
     logs = [lm.create("orders", p, now_ms=T0) for p in range(4)]
     assert sorted(lm.dir_of("orders", p) for p in range(4)) == sorted(dirs * 2)  # least loaded dir
@@ -50,7 +50,7 @@ def test_create_shutdown_restart_without_recovery(tmp_path, monkeypatch):
     # put the marker back (lm2 consumed it) and restart
     for d in dirs:
         ck.write_clean_shutdown(d)
-    lm3 = LogManager(dirs, {"segment.bytes": "1000"})
+    lm3 = LogManager(dirs, {"internal.segment.bytes": "1000"})
     lm3.startup(T0)
     assert all(lm3.had_clean_shutdown.values())
     assert not any(os.path.exists(os.path.join(d, ck.CLEAN_SHUTDOWN_FILE)) for d in dirs)
@@ -116,7 +116,7 @@ def test_delete_topic_and_topic_overrides(tmp_path):
 
 def test_periodic_retention_flush_and_log_start_checkpoint(tmp_path):
     d = str(tmp_path / "data")
-    lm = LogManager([d], {"segment.bytes": "600", "retention.ms": "10000", "flush.ms": "1000"})
+    lm = LogManager([d], {"internal.segment.bytes": "600", "retention.ms": "10000", "flush.ms": "1000"})
     lm.startup(T0)
     plog = lm.create("r", 0, now_ms=T0)
     for i in range(12):
