@@ -18,6 +18,7 @@ from pathlib import Path
 import structlog
 
 from broker.config import BrokerConfig
+from broker.connection_quotas import ConnectionQuotas
 from broker.controller import Controller
 from broker.fetch_sessions import FetchSessionCache
 from broker.metadata import MetadataStore
@@ -44,11 +45,19 @@ class Broker:
         self.cluster_id: str = ""
         self.metrics = BrokerMetrics()
         self.connections: set = set()
+        self.connection_quotas = ConnectionQuotas(config.get)
+        self.max_frame_size = int(config.get("socket.request.max.bytes"))
+        self.sasl_max_receive_size = int(config.get("sasl.server.max.receive.size"))
+        # Kafka's memory pool: bytes of requests received and not yet answered, on every connection
+        self.queued_max_request_bytes = int(config.get("queued.max.request.bytes"))
+        self.queued_request_bytes = 0
+        self.memory_paused: set = set()  # connections waiting for queued.max.request.bytes
         self.inflight: set[asyncio.Task] = set()
         self.bound_ports: dict[str, int] = {}
         self.started_at = time.time()
         self.log_manager: LogManager | None = None
         self.metadata = MetadataStore(config.log_dirs[0])
+        self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None
         self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
         self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
                                    float(config.get("quota.window.size.seconds")))
@@ -67,6 +76,14 @@ class Broker:
         self.stopping = False
         self.startup_hooks: list[Callable] = []
         self.shutdown_hooks: list[Callable] = []
+
+    def resume_memory_paused(self) -> None:
+        """Connections paused for queued.max.request.bytes read again once there is room."""
+        if self.memory_paused and (self.queued_max_request_bytes <= 0
+                                   or self.queued_request_bytes <= self.queued_max_request_bytes):
+            for conn in list(self.memory_paused):
+                self.memory_paused.discard(conn)
+                conn.resume_after_memory()
 
     # --- lifecycle --------------------------------------------------------------------------
 

@@ -91,6 +91,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("compression.type", "string", "producer"),
     ("message.max.bytes", "int", 1048588),
     ("socket.request.max.bytes", "int", 104857600),
+    ("fetch.max.bytes", "int", 57671680),
+    ("max.connections", "int", 2147483647),
+    ("max.connections.per.ip", "int", 2147483647),
+    ("max.connections.per.ip.overrides", "string", ""),
+    ("queued.max.request.bytes", "long", -1),
+    ("sasl.server.max.receive.size", "int", 524288),
     ("max.incremental.fetch.session.cache.slots", "int", 1000),
     ("max.request.partition.size.limit", "int", 2000),
     # Kafka's default is 102400; ours leaves SO_SNDBUF to the OS (autotuned) since one sendfile can then

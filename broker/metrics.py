@@ -156,6 +156,9 @@ class BrokerMetrics:
         self._pre_scrape: list[Callable[[], None]] = []
         self._topic_in: dict[str, tuple[Any, Any]] = {}
         self._topic_out: dict[str, Any] = {}
+        # Per-topic series only for topics that exist (set by the broker): a client naming
+        # made-up topics must not create a series per name, which would never be removed.
+        self.topic_exists: Callable[[str], bool] = lambda topic: True
 
     # --- the request path -----------------------------------------------------------------
 
@@ -188,6 +191,14 @@ class BrokerMetrics:
             pair = self._topic_in[topic] = (self.bytes_in.labels(topic), self.messages_in.labels(topic))
         pair[0].inc(nbytes)
         pair[1].inc(nrecords)
+
+    def produce_failed(self, topic: str) -> None:
+        if self.topic_exists(topic):
+            self.failed_produce.labels(topic).inc()
+
+    def fetch_failed(self, topic: str) -> None:
+        if self.topic_exists(topic):
+            self.failed_fetch.labels(topic).inc()
 
     def fetched(self, topic: str, nbytes: int) -> None:
         """Bytes of record batches returned to a fetcher from ``topic`` (Kafka's BytesOutPerSec;

@@ -121,7 +121,7 @@ class ReplicaManager:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
             buf = self._validate_request_records(records, api_version)
         except KafkaError as e:
-            self.broker.metrics.failed_produce.labels(topic).inc()
+            self.broker.metrics.produce_failed(topic)
             return ProduceResult(e.code, error_message=e.message)
         try:
             batches = self._validate(buf, plog)
@@ -130,7 +130,7 @@ class ReplicaManager:
                 # KIP-890: a transactional batch needs its partition in the producer's transaction.
                 guard = verify_produce(self.broker, plog, transactional_id, batches[0], api_version)
             except KafkaError as e:  # answered before the log is touched: no log info
-                self.broker.metrics.failed_produce.labels(topic).inc()
+                self.broker.metrics.produce_failed(topic)
                 return ProduceResult(e.code, error_message=e.message)
             if guard is None:
                 result = self.append_validated(topic, partition, plog, buf, batches)
@@ -147,7 +147,7 @@ class ReplicaManager:
                 log.info("produce refused", topic=topic, partition=partition, error=code.name, reason=str(e))
             elif code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("append failed", topic=topic, partition=partition)
-            self.broker.metrics.failed_produce.labels(topic).inc()
+            self.broker.metrics.produce_failed(topic)
             return ProduceResult(code, log_start_offset=-1 if code in _NO_LOG_INFO_ERRORS else plog.log_start_offset,
                                  error_message=str(e) if str(e) != code.name else None,
                                  record_errors=list(getattr(e, "record_errors", ())))
@@ -268,7 +268,7 @@ class ReplicaManager:
             code = error_code_of(e)
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("read failed", topic=topic, partition=partition)
-            self.broker.metrics.failed_fetch.labels(topic).inc()
+            self.broker.metrics.fetch_failed(topic)
             # Kafka answers an errored partition with unknown (-1) offsets and no records; one
             # it does not host is built by KafkaApis with an empty (not null) aborted list.
             return FetchPartitionResult(code, aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)

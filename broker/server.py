@@ -2,8 +2,16 @@
 
 Like Kafka's processor (which mutes a channel while a request is in flight), a connection runs
 one request at a time: synchronous handlers answer inline, an async one (Fetch long-poll,
-JoinGroup) parks the pipeline until it completes. Reading pauses when too many frames are
-queued or the transport's write buffer is full, so a fast producer cannot flood memory.
+JoinGroup) parks the pipeline until it completes. Reading pauses as soon as a whole request is
+waiting (more requests wait in the kernel's socket buffer, not in memory here), when the
+transport's write buffer is full, and while the requests queued on all connections hold more
+than ``queued.max.request.bytes`` (Kafka's memory pool). One connection's queued requests are
+answered in slices of at most SLICE_S of the loop's time, so pipelining clients share it.
+
+Connections beyond ``max.connections`` (or ``listener.name.<l>.max.connections``) and
+``max.connections.per.ip`` (``max.connections.per.ip.overrides``) are closed on accept, as
+Kafka's ConnectionQuotas closes them. Before SASL authentication a frame may be at most
+``sasl.server.max.receive.size`` bytes (Kafka's fix for CVE-2022-34917).
 """
 
 from __future__ import annotations
@@ -30,8 +38,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-MAX_QUEUED_FRAMES = 64
-MAX_QUEUED_BYTES = 64 * 1024 * 1024
+SLICE_S = 0.002  # at most this long answering one connection's queued requests before the others
 MAX_COALESCED_BUFFERS = 256  # answers of one pump pass written together (writev), at most this many buffers
 _ids = itertools.count(1)
 _SIZE = struct.Struct(">i")
@@ -61,6 +68,10 @@ class Connection(asyncio.Protocol):
         self.id = f"c{next(_ids)}"
         self.last_active = time.monotonic()  # the last read or write, for connections.max.idle.ms
         self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, until authenticated
+        self.counted = False  # in the broker's connection counts (ConnectionQuotas)
+        self.peer_ip = ""
+        self.memory_paused = False  # paused for queued.max.request.bytes
+        self._resume_scheduled = False
 
     # --- asyncio callbacks ------------------------------------------------------------------
 
@@ -69,8 +80,16 @@ class Connection(asyncio.Protocol):
         _set_buffer_sizes(transport.get_extra_info("socket"), self.broker.config)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer_ip = peer[0] if peer else ""
         local = transport.get_extra_info("sockname")
         self.local_host = local[0] if local else "127.0.0.1"
+        refused = self.broker.connection_quotas.admit(self.listener, self.peer_ip)
+        if refused is not None:
+            log.info("connection refused", listener=self.listener, peer=self.peer, reason=refused)
+            self.closed = True
+            transport.abort()
+            return
+        self.counted = True
         self.broker.connections.add(self)
         self.sasl = self.broker.new_sasl_session(self.listener)
         if self.sasl is not None:
@@ -79,7 +98,11 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.pending.clear()
+        self._release_queued()
+        if not self.counted:
+            return
+        self.counted = False
+        self.broker.connection_quotas.release(self.listener, self.peer_ip)
         self.broker.connections.discard(self)
         self.broker.quotas.forget_connection(self.id)
         self.broker.sasl_sessions.pop(self.id, None)
@@ -92,20 +115,53 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        decoder = self.decoder
+        before = decoder.buffered
+        # Before SASL authentication a frame may be at most sasl.server.max.receive.size.
+        decoder.max_size = self.broker.max_frame_size if self.sasl is None or self.sasl.authenticated \
+            else self.broker.sasl_max_receive_size
         try:
-            frames = self.decoder.feed(data)
+            frames = decoder.feed(data)
         except (FrameTooLarge, InvalidFrame) as e:
             self._close(str(e))
             return
+        added = decoder.buffered - before
         if frames:
             self.pending.extend(frames)
-            self.pending_bytes += sum(len(f) for f in frames)
+            n = sum(len(f) for f in frames)
+            self.pending_bytes += n
+            added += n
+        self.broker.queued_request_bytes += added
+        if frames:
             self._pump()
-        if not self.closed and not self.reading_paused and (
-            len(self.pending) >= MAX_QUEUED_FRAMES or self.pending_bytes >= MAX_QUEUED_BYTES
-        ):
-            self.reading_paused = True
-            self.transport.pause_reading()
+        if not self.closed and not self.reading_paused and self.pending:
+            self._pause_reading()  # one request at a time, as Kafka mutes a channel with one in flight
+        self._check_memory()
+
+    def _pause_reading(self) -> None:
+        self.reading_paused = True
+        self.transport.pause_reading()
+
+    def _check_memory(self) -> None:
+        """Kafka's queued.max.request.bytes: past it, this connection reads nothing more until
+        requests queued anywhere have been answered."""
+        limit = self.broker.queued_max_request_bytes
+        if limit > 0 and self.broker.queued_request_bytes > limit and not self.closed and not self.memory_paused:
+            self.memory_paused = True
+            self.broker.memory_paused.add(self)
+            if not self.reading_paused:
+                self._pause_reading()
+
+    def _release_queued(self) -> None:
+        """Give back what this connection holds of queued.max.request.bytes."""
+        held = self.pending_bytes + self.decoder.buffered
+        self.pending.clear()
+        self.pending_bytes = 0
+        self.decoder.reset()
+        if held:
+            self.broker.queued_request_bytes -= held
+            self.broker.resume_memory_paused()
+        self.broker.memory_paused.discard(self)
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -124,12 +180,19 @@ class Connection(asyncio.Protocol):
         instead of one per request.
         """
         out: list = []
+        self._resume_scheduled = False
+        started = time.monotonic()
         while self.pending and self.task is None and self.sending is None and not self.writing_paused \
                 and not self.closed:
             if self._muted():
                 break
+            if time.monotonic() - started > SLICE_S:  # let the other connections have the loop
+                self._resume_scheduled = True
+                asyncio.get_running_loop().call_soon(self._pump)
+                break
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
+            self.broker.queued_request_bytes -= len(frame)
             if self.sasl is not None and not self.sasl.authenticated:
                 verdict = self._sasl_gate(frame, out)
                 if verdict is _CLOSED:
@@ -166,10 +229,18 @@ class Connection(asyncio.Protocol):
                 self.task.add_done_callback(self._async_done)
                 self.broker.inflight.add(self.task)
         self._flush(out)
-        if self.reading_paused and not self.closed and len(self.pending) < MAX_QUEUED_FRAMES // 2 \
-                and self.pending_bytes < MAX_QUEUED_BYTES // 2:
+        self.broker.resume_memory_paused()
+        self._maybe_resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if self.reading_paused and not self.closed and not self.pending and not self.memory_paused:
             self.reading_paused = False
             self.transport.resume_reading()
+
+    def resume_after_memory(self) -> None:
+        """queued.max.request.bytes has room again."""
+        self.memory_paused = False
+        self._maybe_resume_reading()
 
     def _sasl_gate(self, frame: bytes, out: list) -> object:
         """Before authentication only ApiVersions and the SASL APIs pass (Kafka's
@@ -282,7 +353,7 @@ class Connection(asyncio.Protocol):
             return
         (log.debug if quiet else log.warning)("closing connection", connection=self.id, peer=self.peer, reason=reason)
         self.closed = True
-        self.pending.clear()
+        self._release_queued()
         if self.transport is not None:
             self.transport.close()
 

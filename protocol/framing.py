@@ -32,6 +32,12 @@ class FrameDecoder:
     def buffered(self) -> int:
         return self._buffered
 
+    def reset(self) -> None:
+        """Drop whatever is buffered (the connection is closing)."""
+        self._chunks.clear()
+        self._buffered = 0
+        self._need = -1
+
     def feed(self, data: bytes) -> list[bytearray]:
         """Add received bytes; return every complete frame body (without its size prefix)."""
         self._chunks.append(data)

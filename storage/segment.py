@@ -33,7 +33,7 @@ from protocol.records import (
     read_header,
 )
 from storage.errors import KafkaStorageError, LogSegmentOffsetOverflow, SegmentInconsistent
-from storage.file_region import FileRegion
+from storage.file_region import FileRegion, SharedFd
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 from storage.txn_index import AbortedTxn, TransactionIndex
@@ -134,6 +134,7 @@ class LogSegment:
         )
         try:
             self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self._shared_fd = SharedFd(self._fd)  # file regions of Fetch answers share it
             self._size = os.fstat(self._fd).st_size
         except OSError as e:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {e}") from e
@@ -531,10 +532,7 @@ class LogSegment:
             return SegmentRead(memoryview(self._pread(n, pos)), pos, first_base, nxt)
         if os.fstat(self._fd).st_size < end:  # sendfile would send less than the answer announces
             self._pread(n, pos)  # raises
-        try:
-            return SegmentRead(FileRegion(self._fd, pos, n), pos, first_base, nxt)
-        except OSError:  # no descriptor to spare (EMFILE): copy instead
-            return SegmentRead(memoryview(self._pread(n, pos)), pos, first_base, nxt)
+        return SegmentRead(FileRegion(self._shared_fd, pos, n), pos, first_base, nxt)
 
     # --- recovery / truncation -----------------------------------------------------------------
 
@@ -791,7 +789,7 @@ class LogSegment:
             return
         if final_time_entry and self._max_ts is not None:
             self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
-        os.close(self._fd)
+        self._shared_fd.release()  # closed now, or once the last region of an answer is sent
         self._fd = -1
         failed: list[str] = []
         for index in (self.offset_index, self.time_index, self.txn_index):

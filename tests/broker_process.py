@@ -49,11 +49,12 @@ def _recv(s: socket.socket, n: int) -> bytes:
 
 class BrokerProcess:
     def __init__(self, data_dir: str | os.PathLike, port: int | None = None, overrides: dict | None = None,
-                 env: dict | None = None) -> None:
+                 env: dict | None = None, command_prefix: list[str] | None = None) -> None:
         self.data_dir = str(data_dir)
         self.port = port or free_port()
         self.overrides = {"group.initial.rebalance.delay.ms": "0", **(overrides or {})}
         self.env = env or {}
+        self.command_prefix = command_prefix or []  # e.g. ["prlimit", "--nofile=2048"]
         self.proc: subprocess.Popen | None = None
         self.log_path = Path(self.data_dir).parent / f"broker-{self.port}.log"
 
@@ -63,7 +64,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
-        args = [runtime_python(), "-m", "broker",
+        args = [*self.command_prefix, runtime_python(), "-m", "broker",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.data_dir}"]
         for k, v in self.overrides.items():

@@ -31,18 +31,21 @@ from storage.file_region import FileRegion
 
 
 def _requested(broker, req, version: int) -> tuple[list[PartitionFetch], list[tuple]]:
-    """The request's partitions (names resolved from ids at v13+) and those it forgets."""
+    """The request's partitions (names resolved from ids at v13+) and those it forgets. A partition
+    named twice is read once, as Kafka keys FetchRequest.fetchData by partition: in the place it
+    was first named, with what it was named with last."""
     name_of = broker.metadata.name_of
-    fetch: list[PartitionFetch] = []
+    fetch: dict[tuple, PartitionFetch] = {}
     for t in req.topics:
         if version >= 13:
             name, topic_id = name_of(t.topic_id), t.topic_id
         else:
             name, topic_id = t.name, None
-        fetch.extend(PartitionFetch(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                    p.current_leader_epoch) for p in t.partitions)
+        for p in t.partitions:
+            fetch[(topic_id if version >= 13 else name, p.partition)] = PartitionFetch(
+                name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
     forget = [(t.name, t.topic_id, partition) for t in req.forgotten_topics for partition in t.partitions]
-    return fetch, forget
+    return list(fetch.values()), forget
 
 
 def _resolve(broker, fetches: list[PartitionFetch]) -> None:
@@ -55,7 +58,8 @@ def _resolve(broker, fetches: list[PartitionFetch]) -> None:
 
 def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPartitionResponse], int, bool]:
     rm = broker.replica_manager
-    remaining = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    # Kafka: min(the request's max_bytes, the broker's fetch.max.bytes)
+    remaining = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, broker.config.get("fetch.max.bytes"))
     total = 0
     errors = False
     isolation = req.isolation_level

@@ -95,7 +95,7 @@ def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = 
                     result = rm.append_records(name, p.index, p.records, api_version=version,
                                                transactional_id=req.transactional_id)
                 else:
-                    broker.metrics.failed_produce.labels(name).inc()
+                    broker.metrics.produce_failed(name)
                 if result.error:
                     broker.metrics.error(0, result.error.name)
                 parts.append(_partition(p.index, result))

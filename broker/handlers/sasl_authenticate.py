@@ -2,11 +2,14 @@
 
 A failed exchange answers SASL_AUTHENTICATION_FAILED with the reason and closes the connection,
 as Kafka does. Sessions do not expire (``connections.max.reauth.ms`` is 0, Kafka's default), so
-v1+ answers a session lifetime of 0. Outside a SASL exchange: ILLEGAL_SASL_STATE.
+v1+ answers a session lifetime of 0. On a SASL listener before any SaslHandshake the connection
+is closed (Kafka's SaslServerAuthenticator: "Unexpected Kafka request of type SASL_AUTHENTICATE
+during SASL handshake"); elsewhere, or once authenticated: ILLEGAL_SASL_STATE.
 """
 
 from __future__ import annotations
 
+from broker.dispatch import CloseConnection
 from broker.handlers.registry import api
 from broker.sasl import AuthenticationFailed
 from protocol.errors import ErrorCode
@@ -18,6 +21,8 @@ Response = lazy_response(36)
 @api(36, (0, 2))
 def handle(ctx, req):
     session = ctx.broker.sasl_sessions.get(ctx.connection_id)
+    if session is not None and session.server is None and not session.authenticated:
+        raise CloseConnection("Unexpected Kafka request of type SASL_AUTHENTICATE during SASL handshake")
     if session is None or session.server is None or session.authenticated:
         return Response(error_code=ErrorCode.ILLEGAL_SASL_STATE,
                         error_message="Unexpected SaslAuthenticate request", auth_bytes=b"", session_lifetime_ms=0)
