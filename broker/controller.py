@@ -45,6 +45,8 @@ class Controller:
         return LogConfig.from_overrides(self.broker.config.topic_defaults(), topic.configs)
 
     def validate_configs(self, configs: dict[str, str]) -> None:
+        if not configs:
+            return  # the broker-level defaults alone were validated at start-up
         for name, value in configs.items():
             d = TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS.get(name)
             if d is None:
@@ -65,8 +67,11 @@ class Controller:
         *,
         validate_only: bool = False,
         assignments: list | None = None,
+        create_logs: bool = True,
     ) -> TopicInfo | None:
-        """Validate and create a topic; raises KafkaError with Kafka's error code."""
+        """Validate and create a topic; raises KafkaError with Kafka's error code. With
+        ``create_logs=False`` only the metadata changes: the caller creates the partitions' logs
+        (``create_logs``) once the metadata is durable, in slices for a large request."""
         configs = dict(configs or {})
         validate_topic_name(name)
         metadata = self.broker.metadata
@@ -102,12 +107,20 @@ class Controller:
                 topic=name, requested_replication_factor=replication_factor,
             )
         info = metadata.add(name, num_partitions, configs)
-        config = self.log_config(info)
-        for p in range(num_partitions):
-            self.broker.log_manager.create(name, p, config, info.topic_id)
+        if create_logs:
+            self.create_logs(info)
         log.info("topic created", topic=name, topic_id=str(info.topic_id), partitions=num_partitions,
                  configs=configs or None)
         return info
+
+    def create_logs(self, info: TopicInfo, partitions: range | None = None) -> None:
+        """The logs of a topic's partitions (none if the topic was deleted meanwhile); a crash
+        before they exist is mended at start-up, which creates every log the metadata names."""
+        if self.broker.metadata.get(info.name) is not info:
+            return
+        config = self.log_config(info)
+        for p in partitions if partitions is not None else range(info.partitions):
+            self.broker.log_manager.create(info.name, p, config, info.topic_id)
 
     def delete_topic(self, name: str) -> TopicInfo:
         info = self.broker.metadata.get(name)

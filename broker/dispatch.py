@@ -18,6 +18,7 @@ import structlog
 
 from broker.context import NO_RESPONSE, RawResponse, RequestContext
 from broker.handlers.registry import HANDLERS, ApiSpec
+from broker.quotas import user_of
 from protocol.headers import MalformedHeader, parse_request_header, peek_api, response_header
 from protocol.nullability import null_violation
 
@@ -28,6 +29,10 @@ log = structlog.get_logger(__name__)
 
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
+
+
+# Not counted against request_percentage: what a client needs to learn how to talk to us at all.
+QUOTA_EXEMPT = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 
 
 class CloseConnection(Exception):
@@ -103,15 +108,40 @@ class Dispatcher:
         )
         started = time.perf_counter()
         result = spec.handler(ctx, request)
+        elapsed = time.perf_counter() - started
         if inspect.isawaitable(result):
-            return self._finish_async(ctx, result, started)
-        self.metrics.request_done(api_key, version, time.perf_counter() - started)
+            return self._finish_async(ctx, result, started, elapsed)
+        self.metrics.request_done(api_key, version, elapsed)
+        if self.broker.quotas.enforcing_requests:
+            self._request_quota(ctx, result, elapsed)
         return encode_response(api_key, version, header.correlation_id, result)
 
-    async def _finish_async(self, ctx: RequestContext, result: Awaitable[Any], started: float) -> Encoded | None:
+    async def _finish_async(self, ctx: RequestContext, result: Awaitable[Any], started: float,
+                            busy: float) -> Encoded | None:
         response = await result
         self.metrics.request_done(ctx.api_key, ctx.api_version, time.perf_counter() - started)
+        if self.broker.quotas.enforcing_requests:  # the time it held the loop before waiting, not the wait
+            self._request_quota(ctx, response, busy)
         return encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+
+    def _request_quota(self, ctx: RequestContext, response: Any, seconds: float) -> None:
+        """request_percentage (ClientRequestQuotaManager): the request's time in percent-seconds; a
+        client over its quota is muted for the throttle time, which the answer carries when it has
+        the field (Produce and Fetch carry their byte-rate throttle)."""
+        if ctx.api_key in QUOTA_EXEMPT:
+            return
+        quotas = self.broker.quotas
+        throttle = quotas.record("request_percentage", ctx.client_id, seconds * 100,
+                                 user=user_of(self.broker, ctx.connection_id))
+        if throttle <= 0:
+            return
+        quotas.mute(ctx.connection_id, max(throttle, int((quotas.muted_until.get(ctx.connection_id, 0)
+                                                          - time.monotonic()) * 1000)))
+        if response is not None and not isinstance(response, RawResponse) and hasattr(response, "throttle_time_ms"):
+            try:
+                response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle)
+            except AttributeError:
+                pass
 
     def _unsupported_api_versions(self, frame: bytes, version: int) -> Encoded:
         """KIP-511: answer a v0 body with UNSUPPORTED_VERSION and our ApiVersions range."""

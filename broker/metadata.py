@@ -1,9 +1,14 @@
 """Cluster metadata of this single-node cluster: topics, their ids, partition counts, configs.
 
-Kafka keeps this in the KRaft ``__cluster_metadata`` log; a single node needs far less, so it
-lives in ``<first log dir>/__cluster_metadata/topics.json``, rewritten atomically on every
-change. Each partition directory also carries Kafka's ``partition.metadata`` with the topic id,
-so the data directories stay self-describing.
+Kafka keeps this in the KRaft ``__cluster_metadata`` log: records appended, with a snapshot now
+and then. So does this store, in ``<first log dir>/__cluster_metadata/``: ``topics.json`` is the
+snapshot, ``journal.jsonl`` the changes made since, one line per change (a request's changes
+together, so a torn last line drops the whole change and nothing else), fsynced before the change
+is answered. Past JOURNAL_MAX_LINES lines, and on a clean stop, the snapshot is rewritten and
+the journal emptied, so a change costs one small append however large the metadata is, and
+``MetadataStore.batch()`` makes a request's many changes one append. Each partition directory
+also carries Kafka's ``partition.metadata`` with the topic id, so the data directories stay
+self-describing.
 """
 
 from __future__ import annotations
@@ -13,14 +18,18 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from broker.scram_credentials import Credentials, ScramCredential
 from protocol.errors import ErrorCode, KafkaError
 
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" would let a final newline in
 MAX_TOPIC_LENGTH = 249
+JOURNAL_MAX_LINES = 1000
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -70,8 +79,11 @@ class MetadataStore:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.dir = Path(directory) / "__cluster_metadata"
         self.path = self.dir / "topics.json"
+        self.journal_path = self.dir / "journal.jsonl"
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
+        # '.' and '_' folded to '_' -> the topic holding that key (Kafka refuses names that collide)
+        self._collision_keys: dict[str, str] = {}
         self.scram: Credentials = {}  # AlterUserScramCredentials (Kafka's UserScramCredentialRecords)
         # Dynamic broker configs (Kafka's BROKER ConfigRecords): "" = cluster default, "<id>" = a broker
         self.broker_configs: dict[str, dict[str, str]] = {}
@@ -84,34 +96,70 @@ class MetadataStore:
         # broker.features.ensure_formatted records the initial ones.
         self.features: dict[str, int] = {}
         self.features_epoch = 0
+        self._batch: list[dict[str, Any]] | None = None  # changes of the batch() in progress
+        self._journal_lines = 0
+        # Bumped by every change to the topics: answers built from them (an all-topics Metadata
+        # answer, kept encoded in ``response_cache``) are good while it stays the same.
+        self.generation = 0
+        self.response_cache: dict[tuple, bytes] = {}
+
+    # --- persistence ---------------------------------------------------------------------------
 
     def load(self) -> None:
-        if not self.path.exists():
-            return
-        data = json.loads(self.path.read_text())
+        if self.path.exists():
+            self._apply_snapshot(json.loads(self.path.read_text()))
+        if self.journal_path.exists():
+            for line in self.journal_path.read_bytes().split(b"\n"):
+                try:
+                    records = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line: that change was never answered
+                for record in records:
+                    self._apply(record)
+                self._journal_lines += 1
+
+    def _apply_snapshot(self, data: dict[str, Any]) -> None:
         for t in data.get("topics", []):
-            info = TopicInfo(t["name"], uuid.UUID(t["id"]), int(t["partitions"]), dict(t.get("configs", {})))
-            self.topics[info.name] = info
-            self.by_id[info.topic_id] = info
+            self._put_topic(TopicInfo(t["name"], uuid.UUID(t["id"]), int(t["partitions"]),
+                                      dict(t.get("configs", {}))))
         self.broker_configs = {name: dict(configs) for name, configs in data.get("broker_configs", {}).items()}
         self.group_configs = {name: dict(configs) for name, configs in data.get("group_configs", {}).items()}
-        self.client_quotas = {
-            tuple((str(t), n) for t, n in q["entity"]): {k: float(v) for k, v in q["values"].items()}
-            for q in data.get("client_quotas", [])
-        }
+        self.client_quotas = _quotas_from_json(data.get("client_quotas", []))
         features = data.get("features", {})
         self.features = {str(n): int(v) for n, v in features.get("levels", {}).items()}
         self.features_epoch = int(features.get("epoch", 0))
-        b64 = base64.b64decode
-        self.scram = {
-            user: {int(m): ScramCredential(b64(c["salt"]), b64(c["stored_key"]), b64(c["server_key"]),
-                                           int(c["iterations"])) for m, c in by_mechanism.items()}
-            for user, by_mechanism in data.get("scram", {}).items()
-        }
+        self.scram = {user: _credentials_from_json(by_mechanism)
+                      for user, by_mechanism in data.get("scram", {}).items()}
 
-    def _save(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        data = {
+    def _apply(self, record: dict[str, Any]) -> None:
+        """One journal record (what ``_record`` wrote)."""
+        kind, key, value = record["kind"], record.get("key"), record.get("value")
+        if kind == "topic":
+            old = self.topics.get(key)
+            if old is not None:
+                self._drop_topic(old)
+            if value is not None:
+                self._put_topic(TopicInfo(key, uuid.UUID(value["id"]), int(value["partitions"]),
+                                          dict(value.get("configs", {}))))
+        elif kind in ("broker_configs", "group_configs"):
+            section = getattr(self, kind)
+            if value:
+                section[key] = dict(value)
+            else:
+                section.pop(key, None)
+        elif kind == "scram":
+            if value:
+                self.scram[key] = _credentials_from_json(value)
+            else:
+                self.scram.pop(key, None)
+        elif kind == "client_quotas":
+            self.client_quotas = _quotas_from_json(value)
+        elif kind == "features":
+            self.features = {str(n): int(v) for n, v in value["levels"].items()}
+            self.features_epoch = int(value["epoch"])
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
             "version": 1,
             "topics": [
                 {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
@@ -119,27 +167,86 @@ class MetadataStore:
             ],
             "broker_configs": self.broker_configs,
             "group_configs": self.group_configs,
-            "client_quotas": [{"entity": [list(e) for e in entity], "values": values}
-                              for entity, values in sorted(self.client_quotas.items(), key=lambda i: repr(i[0]))],
-            "scram": {
-                user: {str(m): {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key),
-                                "server_key": _b64(c.server_key), "iterations": c.iterations}
-                       for m, c in by_mechanism.items()}
-                for user, by_mechanism in self.scram.items()
-            },
+            "client_quotas": _quotas_to_json(self.client_quotas),
+            "scram": {user: _credentials_to_json(by_mechanism) for user, by_mechanism in self.scram.items()},
             "features": {"levels": self.features, "epoch": self.features_epoch},
         }
+
+    def write_snapshot(self) -> None:
+        """Rewrite topics.json from memory (atomically) and empty the journal."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
+            json.dump(self._snapshot(), f, separators=(",", ":"), sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        fd = os.open(self.dir, os.O_RDONLY)
+        _fsync_dir(self.dir)
+        if self.journal_path.exists():
+            os.truncate(self.journal_path, 0)
+        self._journal_lines = 0
+
+    def _record(self, kind: str, key: Any = None, value: Any = None) -> None:
+        """Make one change durable (or part of the batch in progress) before it is answered."""
+        record = {"kind": kind, "key": key, "value": value}
+        if self._batch is not None:
+            self._batch.append(record)
+        else:
+            self._append([record])
+
+    def _append(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
+        if self._journal_lines >= JOURNAL_MAX_LINES or not self.path.exists():
+            self.write_snapshot()  # memory already holds these records
+            return
+        line = json.dumps(records, separators=(",", ":"), sort_keys=True).encode() + b"\n"
+        fd = os.open(self.journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
             os.fsync(fd)
         finally:
             os.close(fd)
+        self._journal_lines += 1
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The changes made inside become one journal line, written when the block ends."""
+        if self._batch is not None:
+            yield
+            return
+        self._batch = []
+        try:
+            yield
+        finally:
+            records, self._batch = self._batch, None
+            self._append(records)
+
+    # --- topics --------------------------------------------------------------------------------
+
+    def _put_topic(self, info: TopicInfo) -> None:
+        self.generation += 1
+        self.topics[info.name] = info
+        self.by_id[info.topic_id] = info
+        self._collision_keys.setdefault(info.name.replace(".", "_"), info.name)
+
+    def _drop_topic(self, info: TopicInfo) -> None:
+        self.generation += 1
+        self.topics.pop(info.name, None)
+        self.by_id.pop(info.topic_id, None)
+        key = info.name.replace(".", "_")
+        if self._collision_keys.get(key) == info.name:
+            del self._collision_keys[key]
+            for other in self.topics:  # rare: another name with the same key takes its place
+                if other.replace(".", "_") == key:
+                    self._collision_keys[key] = other
+                    break
+
+    def _record_topic(self, info: TopicInfo | None, name: str) -> None:
+        self._record("topic", name, None if info is None else
+                     {"id": str(info.topic_id), "partitions": info.partitions, "configs": info.configs})
 
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
@@ -186,61 +293,91 @@ class MetadataStore:
 
     def colliding(self, name: str) -> str | None:
         """Kafka rejects names that differ from an existing one only by '.' vs '_' (metrics clash)."""
-        key = name.replace(".", "_")
-        for existing in self.topics:
-            if existing != name and existing.replace(".", "_") == key:
-                return existing
-        return None
+        existing = self._collision_keys.get(name.replace(".", "_"))
+        return existing if existing is not None and existing != name else None
 
     def add(self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None) -> TopicInfo:
         info = TopicInfo(name, topic_id or new_topic_id(), partitions, dict(configs))
-        self.topics[name] = info
-        self.by_id[info.topic_id] = info
-        self._save()
+        self._put_topic(info)
+        self._record_topic(info, name)
         return info
 
     def remove(self, name: str) -> TopicInfo | None:
-        info = self.topics.pop(name, None)
+        info = self.topics.get(name)
         if info is not None:
-            self.by_id.pop(info.topic_id, None)
-            self._save()
+            self._drop_topic(info)
+            self._record_topic(None, name)
         return info
 
     def set_partitions(self, name: str, count: int) -> None:
+        self.generation += 1
         self.topics[name].partitions = count
-        self._save()
+        self._record_topic(self.topics[name], name)
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
-        self._save()
+        self._record_topic(self.topics[name], name)
 
     def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
         if configs:
             self.broker_configs[resource_name] = dict(configs)
         else:
             self.broker_configs.pop(resource_name, None)
-        self._save()
+        self._record("broker_configs", resource_name, dict(configs) or None)
 
     def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         if configs:
             self.group_configs[group_id] = dict(configs)
         else:
             self.group_configs.pop(group_id, None)
-        self._save()
+        self._record("group_configs", group_id, dict(configs) or None)
 
     def set_client_quotas(self, quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]]) -> None:
         self.client_quotas = {entity: dict(values) for entity, values in quotas.items() if values}
-        self._save()
+        self._record("client_quotas", None, _quotas_to_json(self.client_quotas))
 
     def set_scram(self, credentials: Credentials) -> None:
-        self.scram = credentials
-        self._save()
+        old, self.scram = self.scram, credentials
+        with self.batch():
+            for user in sorted(set(old) | set(credentials)):
+                if old.get(user) != credentials.get(user):
+                    value = credentials.get(user)
+                    self._record("scram", user, _credentials_to_json(value) if value else None)
 
     def set_features(self, levels: dict[str, int], epoch: int) -> None:
         self.features = {name: level for name, level in levels.items() if level > 0}
         self.features_epoch = epoch
-        self._save()
+        self._record("features", None, {"levels": self.features, "epoch": epoch})
 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def _credentials_to_json(by_mechanism: dict[int, ScramCredential]) -> dict[str, dict[str, Any]]:
+    return {str(m): {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
+                     "iterations": c.iterations} for m, c in by_mechanism.items()}
+
+
+def _credentials_from_json(data: dict[str, dict[str, Any]]) -> dict[int, ScramCredential]:
+    b64 = base64.b64decode
+    return {int(m): ScramCredential(b64(c["salt"]), b64(c["stored_key"]), b64(c["server_key"]), int(c["iterations"]))
+            for m, c in data.items()}
+
+
+def _quotas_to_json(quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]]) -> list[dict[str, Any]]:
+    return [{"entity": [list(e) for e in entity], "values": values}
+            for entity, values in sorted(quotas.items(), key=lambda i: repr(i[0]))]
+
+
+def _quotas_from_json(data: list[dict[str, Any]]) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    return {tuple((str(t), n) for t, n in q["entity"]): {k: float(v) for k, v in q["values"].items()}
+            for q in data}
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -8,8 +8,10 @@ SASL every principal is ``ANONYMOUS``; on a SASL listener it is the authenticate
 ``consumer_byte_rate`` fetch response bytes over ``quota.window.num`` windows of
 ``quota.window.size.seconds`` (Kafka's 11 x 1 s); a client over its rate gets Kafka's throttle time
 (``(rate - quota) / quota * window``) in the answer, and its connection reads no further request
-until that time has passed (KIP-219's muted channel). The other keys (request_percentage,
-controller_mutation_rate, connection_creation_rate) are stored and described, not enforced.
+until that time has passed (KIP-219's muted channel). ``request_percentage`` counts the time
+the event loop spent on the client's requests, as Kafka counts request-handler thread time, in
+percent of one second per second; a client over it is throttled the same way. The other keys
+(controller_mutation_rate, connection_creation_rate) are stored and described, not enforced.
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ class ClientQuotas:
     @property
     def enforcing(self) -> bool:
         return any(k in values for values in self.store.client_quotas.values() for k in ENFORCED)
+
+    @property
+    def enforcing_requests(self) -> bool:
+        return any("request_percentage" in values for values in self.store.client_quotas.values())
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[Entity, float] | None:
         """The quota entity that applies and its value (DefaultQuotaCallback's order)."""

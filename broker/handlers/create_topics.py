@@ -4,10 +4,16 @@ Each topic is validated and created independently (name, partitions, replication
 configs); ``validate_only`` runs every check and creates nothing. v5+ answers with the
 resulting partition count, replication factor and the topic's full config list; v7 adds the
 topic id. RF > 1 is accepted on this single node with a warning in the log (see controller).
+
+The request's topics go into the cluster metadata with one durable write (Kafka's controller
+writes one record batch); their logs are then made in slices that give the event loop back, so
+a request for thousands of topics does not stall the other clients.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections import Counter
 
@@ -50,8 +56,56 @@ def handle(ctx, req):
     counts = Counter(t.name for t in req.topics)
     duplicated = [n for n, c in counts.items() if c > 1]
     too_large = _too_large(broker, [t for t in req.topics if t.name not in duplicated])
-    results = []
-    for t in req.topics:
+    results: list = []
+    created: list = []
+    configs_of: dict[tuple, list] = {}  # the answer's config list, once per distinct set of overrides
+    if len(req.topics) <= TOPICS_PER_SLICE:
+        with broker.metadata.batch():
+            _create(broker, req, req.topics, duplicated, too_large, results, created, configs_of)
+        if not created:
+            return _answer(results, duplicated)
+    return _create_in_slices(broker, req, duplicated, too_large, results, created, configs_of)
+
+
+def _answer(results: list, duplicated: list[str]):
+    # as Kafka's ControllerApis: repeated names are left out of the creation and answered after it, once
+    results += [_failed(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in duplicated]
+    return Response(throttle_time_ms=0, topics=results)
+
+
+TOPICS_PER_SLICE = 100  # topics made durable with one metadata write, between two returns to the loop
+SLICE_S = 0.005
+
+
+async def _create_in_slices(broker, req, duplicated, too_large, results: list, created: list, configs_of):
+    """Topics a slice at a time, each slice durable before its logs are made; then the logs."""
+    done = len(results) + len(created)  # a small request came through the synchronous path already
+    topics = req.topics
+    for i in range(0 if not done else len(topics), len(topics), TOPICS_PER_SLICE):
+        with broker.metadata.batch():
+            _create(broker, req, topics[i:i + TOPICS_PER_SLICE], duplicated, too_large, results, created,
+                    configs_of)
+        await asyncio.sleep(0)
+    started = time.monotonic()
+    for info in created:
+        for p in range(info.partitions):
+            broker.controller.create_logs(info, range(p, p + 1))
+            if time.monotonic() - started > SLICE_S:
+                await asyncio.sleep(0)
+                started = time.monotonic()
+    return _answer(results, duplicated)
+
+
+def _create(broker, req, topics, duplicated: list[str], too_large: str | None, results: list, created: list,
+            configs_of: dict[tuple, list]) -> None:
+    def _configs(broker, overrides: dict[str, str]) -> list:
+        key = tuple(sorted(overrides.items()))
+        entries = configs_of.get(key)
+        if entries is None:
+            entries = configs_of[key] = _config_entries(broker, overrides)
+        return entries
+
+    for t in topics:
         if t.name in duplicated:
             continue
         if too_large:
@@ -62,6 +116,7 @@ def handle(ctx, req):
             info = broker.controller.create_topic(
                 t.name, t.num_partitions, t.replication_factor, configs,
                 validate_only=req.validate_only, assignments=[a.broker_ids for a in t.assignments] or None,
+                create_logs=False,
             )
         except KafkaError as e:
             results.append(_failed(t.name, e.code, e.message))
@@ -73,6 +128,7 @@ def handle(ctx, req):
                                   num_partitions=partitions, replication_factor=rf,
                                   configs=_configs(broker, configs)))
             continue
+        created.append(info)
         results.append(Result(
             name=t.name, error_code=0, error_message=None, topic_id=info.topic_id,
             num_partitions=info.partitions,
@@ -80,12 +136,9 @@ def handle(ctx, req):
             else broker.config.get("default.replication.factor"),
             configs=_configs(broker, info.configs),
         ))
-    # as Kafka's ControllerApis: repeated names are left out of the creation and answered after it, once
-    results += [_failed(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in duplicated]
-    return Response(throttle_time_ms=0, topics=results)
 
 
-def _configs(broker, overrides: dict[str, str]) -> list:
+def _config_entries(broker, overrides: dict[str, str]) -> list:
     return [
         ConfigEntry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                     is_sensitive=e.sensitive)

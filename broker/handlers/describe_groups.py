@@ -5,13 +5,20 @@ Member metadata and the protocol name are only shown while the group is Stable (
 reported as state "Dead" with no error before v6 and GROUP_ID_NOT_FOUND (with a message) from
 v6 (KIP-1043). v3+ may ask for authorized operations: with no authorizer every group operation
 (READ, DELETE, DESCRIBE) is allowed.
+
+A request naming many groups (a 1 MB request can name a million) is answered in slices that give
+the event loop back, each distinct id described once and encoded once.
 """
 
 from __future__ import annotations
 
+import asyncio
+
+from broker.context import RawResponse
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response
+from protocol.repeated import encode_last_array
 
 Response = lazy_response(15)
 Described = Response.DescribedGroup
@@ -20,6 +27,7 @@ DescribedMember = Described.DescribedGroupMember
 # AclOperation codes a group supports (AclEntry.supportedOperations(GROUP) in Kafka 4): READ(3),
 # DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11).
 GROUP_OPERATIONS = frozenset({3, 6, 8, 10, 11})
+SLICE = 2000  # groups described between two returns to the event loop
 
 
 @api(15, (0, 6))
@@ -32,22 +40,37 @@ def handle(ctx, req):
                       protocol_data="", members=[])
             for g in req.groups
         ])
+    if len(req.groups) > SLICE:
+        return _describe_many(ctx, gc, list(req.groups), with_ops)
     described = gc.manager.describe_groups(list(req.groups), ctx.api_version)
-    return Response(throttle_time_ms=0, groups=[
-        Described(
-            error_code=d.error,
-            error_message=d.error_message,
-            group_id=d.group_id,
-            group_state=d.state,
-            protocol_type=d.protocol_type,
-            protocol_data=d.protocol_data,
-            members=[
-                DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                                client_host=m.client_host, member_metadata=m.metadata,
-                                member_assignment=m.assignment)
-                for m in d.members
-            ],
-            authorized_operations=set(GROUP_OPERATIONS) if with_ops and d.error == ErrorCode.NONE else None,
-        )
-        for d in described
-    ])
+    return Response(throttle_time_ms=0, groups=[_entry(d, with_ops) for d in described])
+
+
+def _entry(d, with_ops: bool):
+    return Described(
+        error_code=d.error,
+        error_message=d.error_message,
+        group_id=d.group_id,
+        group_state=d.state,
+        protocol_type=d.protocol_type,
+        protocol_data=d.protocol_data,
+        members=[
+            DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                            client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
+            for m in d.members
+        ],
+        authorized_operations=set(GROUP_OPERATIONS) if with_ops and d.error == ErrorCode.NONE else None,
+    )
+
+
+async def _describe_many(ctx, gc, group_ids: list[str], with_ops: bool) -> RawResponse:
+    distinct = list(dict.fromkeys(group_ids))
+    entries: dict[str, object] = {}
+    for i in range(0, len(distinct), SLICE):
+        for d in gc.manager.describe_groups(distinct[i:i + SLICE], ctx.api_version):
+            entries[d.group_id] = _entry(d, with_ops)
+        await asyncio.sleep(0)
+    ordered = [entries[g] for g in group_ids]
+    await asyncio.sleep(0)
+    body = encode_last_array(Response, ctx.api_version, {"throttle_time_ms": 0}, "groups", ordered)
+    return RawResponse([body], len(body))

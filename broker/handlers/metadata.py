@@ -6,12 +6,19 @@ topic list (an empty one in v0) means every topic. Unknown topics are created on
 still answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka 4 answers it while the creation goes through
 its controller (clients ask again; kafka-go's tests count on it), and the next Metadata shows the
 topic. v10+ carries topic ids and may look topics up by id.
+
+Auto-created topics go into the cluster metadata with one durable write per request, and their
+logs are made in slices that give the event loop back. The answer to a request for every topic is
+kept, encoded, until the topics change, so clients refreshing their metadata cost one lookup.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 
+from broker.context import RawResponse
 from broker.handlers.registry import api
 from broker.metadata import INTERNAL_TOPICS, TopicInfo, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
@@ -68,10 +75,12 @@ def handle(ctx, req):
     version = ctx.api_version
     with_ops = bool(getattr(req, "include_topic_authorized_operations", False))
     allow_create = version < 4 or req.allow_auto_topic_creation
+    cluster_ops = bool(getattr(req, "include_cluster_authorized_operations", False))
     topics: list[Topic] = []
+    created: list[TopicInfo] = []
     if req.topics is None or (version == 0 and not req.topics):
-        topics = [topic_entry(t, broker.node_id, with_ops) for t in broker.metadata.topics.values()]
-    else:
+        return _all_topics(ctx, version, with_ops, cluster_ops)
+    with broker.metadata.batch():
         for t in req.topics:
             name = t.name
             if version >= 10 and name is None:
@@ -83,22 +92,58 @@ def handle(ctx, req):
                 continue
             info = broker.metadata.get(name)
             if info is None:
-                topics.append(_missing(ctx, name, allow_create, with_ops))
+                topics.append(_missing(ctx, name, allow_create, with_ops, created))
             else:
                 topics.append(topic_entry(info, broker.node_id, with_ops))
+    response = _response(ctx, topics, cluster_ops)
+    return _create_logs(broker, created, response) if created else response
+
+
+def _response(ctx, topics: list[Topic], cluster_ops: bool):
+    broker = ctx.broker
     return Response(
         throttle_time_ms=0,
         brokers=brokers_for(ctx),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
-        authorized_operations=set(CLUSTER_OPERATIONS)
-        if getattr(req, "include_cluster_authorized_operations", False) else None,
+        authorized_operations=set(CLUSTER_OPERATIONS) if cluster_ops else None,
         error_code=0,
     )
 
 
-def _missing(ctx, name: str, allow_create: bool, with_ops: bool) -> Topic:
+def _all_topics(ctx, version: int, with_ops: bool, cluster_ops: bool) -> RawResponse:
+    """Every topic: the encoded answer is kept until the topics change (``MetadataStore.generation``)."""
+    broker = ctx.broker
+    metadata = broker.metadata
+    key = (version, with_ops, cluster_ops, broker.advertised_endpoint(ctx.listener, ctx.local_host),
+           broker.config.get("broker.rack"), metadata.generation)
+    cache = metadata.response_cache
+    body = cache.get(key)
+    if body is None:
+        topics = [topic_entry(t, broker.node_id, with_ops) for t in metadata.topics.values()]
+        body = bytes(_response(ctx, topics, cluster_ops).encode(version=version))
+        if len(cache) >= 16 or any(k[-1] != metadata.generation for k in cache):
+            cache.clear()
+        cache[key] = body
+    return RawResponse([body], len(body))
+
+
+SLICE_S = 0.005
+
+
+async def _create_logs(broker, created: list[TopicInfo], response):
+    started = time.monotonic()
+    for info in created:
+        for p in range(info.partitions):
+            broker.controller.create_logs(info, range(p, p + 1))
+            if time.monotonic() - started > SLICE_S:
+                await asyncio.sleep(0)
+                started = time.monotonic()
+    return response
+
+
+def _missing(ctx, name: str, allow_create: bool, with_ops: bool, created: list[TopicInfo]) -> Topic:
     broker = ctx.broker
     try:
         validate_topic_name(name)
@@ -107,9 +152,11 @@ def _missing(ctx, name: str, allow_create: bool, with_ops: bool) -> Topic:
     if name in INTERNAL_TOPICS or not (allow_create and broker.config.get("auto.create.topics.enable")):
         return error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
-        broker.controller.create_topic(name)
+        info = broker.controller.create_topic(name, create_logs=False)
     except KafkaError as e:
         if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
             return topic_entry(broker.metadata.get(name), broker.node_id, with_ops)
         return error_entry(e.code, name)
+    if info is not None:
+        created.append(info)
     return error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
