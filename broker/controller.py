@@ -37,6 +37,9 @@ def deadline_passed(timeout_ms: int) -> bool:
     return timeout_ms <= 0
 
 
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: never a client's topic
+
+
 class Controller:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -74,6 +77,8 @@ class Controller:
         (``create_logs``) once the metadata is durable, in slices for a large request."""
         configs = dict(configs or {})
         validate_topic_name(name)
+        if name == CLUSTER_METADATA_TOPIC:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
         metadata = self.broker.metadata
         if metadata.get(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")

@@ -6,7 +6,8 @@ coordinator state, which belong to the event loop thread (no locks anywhere in t
 a scrape must run there too. A scrape is one registry walk and one encode (a few ms for
 hundreds of partitions). Supports what Prometheus sends: the OpenMetrics ``Accept`` header,
 ``Accept-Encoding: gzip`` and ``?name[]=`` filters; ``/`` answers the same as ``/metrics`` and
-``/healthz`` answers ``ok``. One request per connection.
+``/healthz`` answers ``ok``. One request per connection; a scraper that does not read its
+answer within _WRITE_TIMEOUT is cut off, so never-reading clients cannot pile up answers.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _READ_TIMEOUT = 10.0
+_WRITE_TIMEOUT = 10.0
 _MAX_HEAD = 16 * 1024
 
 
@@ -69,6 +71,8 @@ def _response(status: str, body: bytes, headers: dict[str, str] | None = None, h
 
 
 async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    abort = False
+    writer.transport.set_write_buffer_limits(high=0)  # drain() waits until the answer is in the kernel
     try:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT)
@@ -97,11 +101,17 @@ async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: a
             writer.write(_response("200 OK", b"ok\n", head_only=method == "HEAD"))
         else:
             writer.write(_response("404 Not Found", b"try /metrics\n"))
-        await writer.drain()
+        try:
+            await asyncio.wait_for(writer.drain(), _WRITE_TIMEOUT)
+        except (TimeoutError, ConnectionError):
+            abort = True
     except Exception:  # noqa: BLE001 - a bad scrape must never hurt the broker
         log.exception("metrics request failed")
     finally:
-        writer.close()
+        if abort:
+            writer.transport.abort()  # close() would wait for a reader that never reads
+        else:
+            writer.close()
 
 
 async def start_metrics(broker: Broker) -> asyncio.AbstractServer | None:

@@ -18,7 +18,7 @@ from broker.handlers.registry import api
 from broker.metadata import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
-from storage.log_config import TOPIC_CONFIGS, format_config_value
+from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_config_value
 
 Response = lazy_response(32)
 Result = Response.DescribeConfigsResult
@@ -95,6 +95,10 @@ def topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]
             value = defaults.get(name, format_config_value(name, d.default))
         source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
         out.append(ConfigValue(name, _fmt(value), source, d.type, False, False, synonyms))
+    for name, d in INTERNAL_TOPIC_CONFIGS.items():  # listed only when set, as Kafka lists them
+        if name in overrides:
+            out.append(ConfigValue(name, _fmt(overrides[name]), SOURCE_TOPIC, d.type, False, False,
+                                   [(name, overrides[name], SOURCE_TOPIC)]))
     return out
 
 

@@ -19,6 +19,7 @@ import time
 import uuid
 
 from broker.context import RawResponse
+from broker.controller import CLUSTER_METADATA_TOPIC
 from broker.handlers.registry import api
 from broker.metadata import INTERNAL_TOPICS, TopicInfo, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
@@ -149,7 +150,8 @@ def _missing(ctx, name: str, allow_create: bool, with_ops: bool, created: list[T
         validate_topic_name(name)
     except KafkaError as e:
         return error_entry(e.code, name)
-    if name in INTERNAL_TOPICS or not (allow_create and broker.config.get("auto.create.topics.enable")):
+    if name in INTERNAL_TOPICS or name == CLUSTER_METADATA_TOPIC or \
+            not (allow_create and broker.config.get("auto.create.topics.enable")):
         return error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
         info = broker.controller.create_topic(name, create_logs=False)

@@ -256,6 +256,27 @@ def test_fetch_unknown_partition(pair, seeded, what):
     assert o == k
 
 
+@pytest.mark.parametrize("version", [4, 12])
+def test_fetch_partition_named_twice(pair, seeded, version):
+    """A partition named several times (with different offsets) is answered once: Kafka keys the
+    fetch data by partition, in the place it was first named, with the last fetch offset."""
+    from kafka.protocol.consumer import FetchRequest
+
+    def scenario(t):
+        parts = [dict(partition=p, current_leader_epoch=-1, fetch_offset=off, last_fetched_epoch=-1,
+                      log_start_offset=-1, partition_max_bytes=1 << 20) for p, off in ((0, 0), (1, 0), (0, 3), (0, 6))]
+        with t.client() as c:
+            r = c.send(build(FetchRequest, version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                             isolation_level=0, session_id=0, session_epoch=-1,
+                             topics=[dict(topic=seeded, partitions=parts)], forgotten_topics_data=[], rack_id=""),
+                       version)
+        return normalise(r)
+
+    k, o = pair.run(scenario)
+    assert [p["partition_index"] for p in k["responses"][0]["partitions"]] == [0, 1]
+    assert o == k
+
+
 def test_fetch_read_committed_no_transactions(pair, seeded):
     """read_committed on a partition without transactions: everything up to the HW, and an empty (not
     null) aborted_transactions list."""

@@ -184,11 +184,36 @@ def test_create_topics_duplicate_in_one_request(pair):
     {"min.insync.replicas": "0"},
     {"max.message.bytes": "-5"},
     {"compression.type": "brotli"},
-], ids=["enum", "unknown", "not-a-number", "min-isr-0", "negative", "codec"])
+    {"segment.bytes": "1048575"},
+    {"segment.bytes": "100"},
+], ids=["enum", "unknown", "not-a-number", "min-isr-0", "negative", "codec", "segment-below-1MiB",
+        "segment-100-bytes"])
 def test_create_topics_bad_config(pair, configs):
     name = unique("badcfg")
     k, o = pair.run(lambda t: norm_create(create_topics(t, [creatable(name, configs=configs)])))
     assert k[0]["error_code"] == 40
+    assert o == k
+
+
+def test_create_topics_internal_segment_bytes(pair):
+    """Kafka 4's internal (testing) topic config: accepted below segment.bytes' 1 MiB minimum, and not
+    listed among the topic's configs."""
+    name = unique("internalseg")
+    k, o = pair.run(lambda t: norm_create(create_topics(t, [creatable(name, configs={"internal.segment.bytes": "2048"})])))
+    assert k[0]["error_code"] == 0
+    assert o == k
+
+
+def test_metadata_auto_create_cluster_metadata(pair):
+    k, o = pair.run(lambda t: metadata_topic(t, "__cluster_metadata", True))
+    assert o == k
+
+
+@pytest.mark.parametrize("name", ["__cluster_metadata"])
+def test_create_topics_internal_names(pair, name):
+    """KRaft's metadata topic cannot be created by a client (the coordinators' topics can, before they exist)."""
+    k, o = pair.run(lambda t: norm_create(create_topics(t, [creatable(name)])))
+    assert k[0]["error_code"] != 0
     assert o == k
 
 
