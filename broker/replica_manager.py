@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.produce_validation import RequestLevelError, validate_batch, validate_request_records
 from coordinator.txn.verification import verify_produce
 from protocol import records as rec
-from protocol.compression import CompressionError, DecompressedTooLarge
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_codec import decode_records, rebuild_batch_with_codec
-from protocol.record_validation import check_compressed_records, check_records, record_errors_message
 from storage.file_region import FileRegion
 from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
@@ -42,8 +41,6 @@ _NO_LOG_INFO_ERRORS = frozenset({
     ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
 })
 ISOLATION_READ_COMMITTED = 1
-MIN_DECOMPRESSED_LIMIT = 64 * 1024 * 1024
-DECOMPRESSED_LIMIT_FACTOR = 16  # x max.message.bytes
 
 
 @dataclass(slots=True)
@@ -107,8 +104,10 @@ class ReplicaManager:
         api_version: int,
         transactional_id: str | None = None,
         internal: bool = False,
+        validated: tuple[bytearray | memoryview, list[rec.BatchInfo]] | BaseException | None = None,
     ) -> ProduceResult:
-        """Validate and append one partition's payload from a Produce request.
+        """Validate and append one partition's payload from a Produce request (``validated``: what
+        ``produce_validation.validate_payload`` gave for it off the loop, batches or the refusal).
 
         Two phases, as in Kafka: request-level checks (KafkaApis / ProduceRequest.validateRecords)
         and the log-level ones (LogValidator, producer state). Errors answer log_start_offset -1,
@@ -119,12 +118,20 @@ class ReplicaManager:
             plog = self.partition_log(topic, partition)
             if topic in INTERNAL_TOPICS and not internal:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-            buf = self._validate_request_records(records, api_version)
+            if validated is None:
+                buf = validate_request_records(records, api_version)
+            elif isinstance(validated, RequestLevelError):
+                raise validated
         except KafkaError as e:
             self.broker.metrics.produce_failed(topic)
             return ProduceResult(e.code, error_message=e.message)
         try:
-            batches = self._validate(buf, plog)
+            if validated is None:
+                batches = validate_batch(buf, plog.config.max_message_bytes, plog.config.compact, topic, partition)
+            elif isinstance(validated, BaseException):
+                raise validated
+            else:
+                buf, batches = validated
             buf, batches = _in_topic_codec(buf, batches, plog.config)
             try:
                 # KIP-890: a transactional batch needs its partition in the producer's transaction.
@@ -151,73 +158,6 @@ class ReplicaManager:
             return ProduceResult(code, log_start_offset=-1 if code in _NO_LOG_INFO_ERRORS else plog.log_start_offset,
                                  error_message=str(e) if str(e) != code.name else None,
                                  record_errors=list(getattr(e, "record_errors", ())))
-
-    @staticmethod
-    def _validate_request_records(records: bytes | memoryview | None, api_version: int) -> bytearray | memoryview:
-        """ProduceRequest.validateRecords: exactly one complete magic-2 batch (a trailing partial
-        batch is ignored, as Kafka's batch iterator stops there), zstd only from v7."""
-        if records is None or len(records) == 0:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request has no records for the partition")
-        complete = []
-        for pos, size in rec.iter_batch_positions(records):
-            if size - rec.LOG_OVERHEAD < 14:  # LegacyRecord.RECORD_OVERHEAD_V0
-                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Record size {size - rec.LOG_OVERHEAD} is less than the "
-                                                            "minimum record overhead (14)")
-            complete.append((pos, size))
-        if complete and records[complete[0][0] + rec.MAGIC_OFFSET] != 2:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD,
-                f"Produce requests with version {api_version} are only allowed to contain record batches with magic version 2",
-            )
-        if len(complete) != 1:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD,
-                f"Produce requests with version {api_version} are only allowed to contain exactly one record batch",
-            )
-        size = complete[0][1]
-        if size >= rec.HEADER_SIZE and api_version < 7 and \
-                rec.ATTRS.unpack_from(records, 21)[0] & rec.COMPRESSION_MASK == 4:
-            raise KafkaError(
-                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                "Produce requests with version below 7 are not allowed to use ZStandard compression",
-            )
-        if isinstance(records, memoryview) and not records.readonly:
-            return records[:size]  # a slice of the request frame: offsets are patched in place
-        return bytearray(records[:size])
-
-    def _validate(self, buf: bytearray, plog: PartitionLog) -> list[rec.BatchInfo]:
-        """UnifiedLog.analyzeAndValidateRecords (size, then structure and CRC) and LogValidator
-        (offsets and count, control records, every record read back, keys on compacted topics)."""
-        max_size = plog.config.max_message_bytes
-        if len(buf) > max_size:
-            raise KafkaError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"The record batch size in the append to {plog.topic}-{plog.partition} is {len(buf)} bytes "
-                f"which exceeds the maximum configured value of {max_size}.",
-            )
-        try:
-            batches = rec.validate_batches(buf)
-        except rec.InvalidBatch as e:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
-        batch = batches[0]
-        if batch.compression > 4:  # CompressionType.forId's IllegalArgumentException: unexpected in Kafka
-            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Unknown compression type id: {batch.compression}")
-        try:
-            rec.check_offsets_and_count(batch)
-        except rec.InvalidRecord as e:
-            raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
-        if batch.is_control:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
-        keyless: list[int] | None = [] if plog.config.compact else None
-        _check_records(buf, batch, decompressed_limit(max_size), keyless)
-        if keyless:  # LogValidator.validateKey
-            message = (f"Compacted topic cannot accept message without key in topic partition "
-                       f"{plog.topic}-{plog.partition}")
-            errors: list[tuple[int, str | None]] = [(i, message) for i in keyless]
-            e = KafkaError(ErrorCode.INVALID_RECORD, record_errors_message(errors))
-            e.record_errors = errors
-            raise e
-        return batches
 
     def append_validated(
         self, topic: str, partition: int, plog: PartitionLog, buf: bytearray, batches: list[rec.BatchInfo]
@@ -315,34 +255,6 @@ class ReplicaManager:
             for fut in list(waiters):
                 if not fut.done():
                     fut.set_result(None)
-
-
-def decompressed_limit(max_message_bytes: int) -> int:
-    """The most a produced batch may decompress to: Kafka has no such bound (its validator streams
-    records on one of many request threads); here one event loop serves every client, so a batch
-    that inflates past this is refused (MESSAGE_TOO_LARGE) rather than read for seconds."""
-    return max(MIN_DECOMPRESSED_LIMIT, DECOMPRESSED_LIMIT_FACTOR * max_message_bytes)
-
-
-def _check_records(buf: bytearray, batch: rec.BatchInfo, limit: int, keyless: list[int] | None) -> None:
-    """Every record read back as LogValidator reads it (streaming a compressed batch through its
-    codec), so that nothing a consumer could not read is stored. A codec that cannot decompress
-    the payload is an unexpected error in Kafka (UNKNOWN_SERVER_ERROR); records that do not fit
-    are INVALID_RECORD."""
-    try:
-        if batch.compression == 0:
-            check_records(buf, rec.HEADER_SIZE, len(buf), batch.records_count, keyless)
-        else:
-            payload = memoryview(buf)[rec.HEADER_SIZE:]
-            check_compressed_records(batch.compression, payload, batch.records_count, limit, keyless)
-    except DecompressedTooLarge as e:
-        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"The record batch {e}") from None
-    except CompressionError as e:
-        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot decompress the record batch: {e}") from None
-    except rec.InvalidInnerOffset as e:
-        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from None
-    except rec.InvalidRecord as e:
-        raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
 
 
 _TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # "producer": as sent

@@ -14,13 +14,19 @@ Transactions V2: a transactional batch opening the producer's transaction on a p
 has the partition added to the transaction by the coordinator (``coordinator.txn.verification.
 add_partitions``, retried on CONCURRENT_TRANSACTIONS for up to 100 ms), then is appended
 verified; v11 and below need the client's AddPartitionsToTxn (KIP-890 verification only). The
-plain (non-transactional) path stays synchronous.
+plain (non-transactional) path stays synchronous, unless a partition carries a large compressed
+batch: that one is validated (decompressed, every record read) in a worker thread first
+(``broker.produce_validation``), so it cannot hold the event loop the other clients share.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+
 from broker.context import NO_RESPONSE, RawResponse
 from broker.handlers.registry import api
+from broker.produce_validation import needs_offload, validate_payload
 from broker.quotas import user_of
 from broker.replica_manager import ProduceResult
 from coordinator.txn.verification import (
@@ -74,7 +80,7 @@ def _transactional_batches(broker, req) -> tuple[set[tuple[int, int]], dict]:
 
 
 def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = None,
-             all_failed: ProduceResult | None = None):
+             all_failed: ProduceResult | None = None, validated: dict | None = None):
     broker = ctx.broker
     rm = broker.replica_manager
     version = ctx.api_version
@@ -93,7 +99,8 @@ def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = 
                 result = all_failed or (pre_append.get((name, p.index)) if pre_append else None)
                 if result is None:
                     result = rm.append_records(name, p.index, p.records, api_version=version,
-                                               transactional_id=req.transactional_id)
+                                               transactional_id=req.transactional_id,
+                                               validated=validated.get((name, p.index)) if validated else None)
                 else:
                     broker.metrics.produce_failed(name)
                 if result.error:
@@ -113,14 +120,14 @@ def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = 
     return RawResponse([body], len(body))
 
 
-async def _add_then_respond(ctx, req, producer: tuple[int, int], targets: dict):
+async def _add_then_respond(ctx, req, producer: tuple[int, int], targets: dict, validated: dict | None = None):
     """TV2: add the partitions to the transaction (with Produce's retry on
     CONCURRENT_TRANSACTIONS), then append; a partition that could not be added is not appended."""
     producer_id, producer_epoch = producer
     errors = await add_partitions(ctx.broker, req.transactional_id, producer_id, producer_epoch, targets,
                                   retry_concurrent=True)
     pre = {tp: _failed(produce_error(code, SupportedOperation.ADD_PARTITION)) for tp, code in errors.items()}
-    return _respond(ctx, req, pre)
+    return _respond(ctx, req, pre, validated=validated)
 
 
 def _named(broker, req):
@@ -133,8 +140,34 @@ def _named(broker, req):
 def handle(ctx, req):
     if ctx.api_version >= 13:
         req = _named(ctx.broker, req)
+    heavy = {(t.name, p.index): p.records for t in req.topics if t.name is not None
+             for p in t.partitions if needs_offload(p.records)}
+    if heavy and req.acks in (-1, 0, 1):
+        return _validate_off_loop(ctx, req, heavy)
+    return _produce(ctx, req)
+
+
+async def _validate_off_loop(ctx, req, heavy: dict[TopicPartition, object]):
+    """The large compressed batches validated in a worker thread, one after the other; then the
+    request goes on as any other, with those partitions' validation done."""
+    validated: dict = {}
+    for (name, index), records in heavy.items():
+        plog = ctx.broker.log_manager.get(name, index)
+        if plog is None:
+            continue  # the append answers for a partition that is not here
+        config = plog.config
+        try:
+            validated[(name, index)] = await asyncio.to_thread(
+                validate_payload, records, ctx.api_version, config.max_message_bytes, config.compact, name, index)
+        except KafkaError as e:
+            validated[(name, index)] = e
+    result = _produce(ctx, req, validated)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _produce(ctx, req, validated: dict | None = None):
     if req.transactional_id is None or req.acks not in (-1, 0, 1):
-        return _respond(ctx, req)
+        return _respond(ctx, req, validated=validated)
     producers, targets = _transactional_batches(ctx.broker, req)
     if len(producers) > 1:
         return _respond(ctx, req, all_failed=ProduceResult(
@@ -144,5 +177,5 @@ def handle(ctx, req):
         producer = next(iter(producers))
         targets = not_yet_in_transaction(targets, *producer)
         if targets:  # the transaction's first batch to some partition: the coordinator adds it first
-            return _add_then_respond(ctx, req, producer, targets)
-    return _respond(ctx, req)
+            return _add_then_respond(ctx, req, producer, targets, validated)
+    return _respond(ctx, req, validated=validated)
