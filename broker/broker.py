@@ -82,7 +82,7 @@ class Broker:
     def resume_memory_paused(self) -> None:
         """Connections paused for queued.max.request.bytes read again once there is room."""
         if self.memory_paused and (self.queued_max_request_bytes <= 0
-                                   or self.queued_request_bytes <= self.queued_max_request_bytes):
+                                   or self.queued_request_bytes < self.queued_max_request_bytes):
             for conn in list(self.memory_paused):
                 self.memory_paused.discard(conn)
                 conn.resume_after_memory()

@@ -71,6 +71,8 @@ class Connection(asyncio.Protocol):
         self.counted = False  # in the broker's connection counts (ConnectionQuotas)
         self.peer_ip = ""
         self.memory_paused = False  # paused for queued.max.request.bytes
+        self.held = 0  # what this connection counts in broker.queued_request_bytes
+        self.frame_reserved = False  # the frame being received has its whole size counted
         self._resume_scheduled = False
 
     # --- asyncio callbacks ------------------------------------------------------------------
@@ -116,7 +118,6 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         decoder = self.decoder
-        before = decoder.buffered
         # Before SASL authentication a frame may be at most sasl.server.max.receive.size.
         decoder.max_size = self.broker.max_frame_size if self.sasl is None or self.sasl.authenticated \
             else self.broker.sasl_max_receive_size
@@ -125,41 +126,52 @@ class Connection(asyncio.Protocol):
         except (FrameTooLarge, InvalidFrame) as e:
             self._close(str(e))
             return
-        added = decoder.buffered - before
         if frames:
             self.pending.extend(frames)
-            n = sum(len(f) for f in frames)
-            self.pending_bytes += n
-            added += n
-        self.broker.queued_request_bytes += added
+            self.pending_bytes += sum(len(f) for f in frames)
+            self.frame_reserved = False  # the frame it was for is whole now
+        self._account()
         if frames:
             self._pump()
         if not self.closed and not self.reading_paused and self.pending:
             self._pause_reading()  # one request at a time, as Kafka mutes a channel with one in flight
-        self._check_memory()
 
     def _pause_reading(self) -> None:
         self.reading_paused = True
         self.transport.pause_reading()
 
-    def _check_memory(self) -> None:
-        """Kafka's queued.max.request.bytes: past it, this connection reads nothing more until
-        requests queued anywhere have been answered."""
-        limit = self.broker.queued_max_request_bytes
-        if limit > 0 and self.broker.queued_request_bytes > limit and not self.closed and not self.memory_paused:
-            self.memory_paused = True
-            self.broker.memory_paused.add(self)
-            if not self.reading_paused:
-                self._pause_reading()
+    def _account(self) -> None:
+        """Kafka's memory pool (queued.max.request.bytes): a request's whole size is taken from it
+        when its size prefix arrives, if any is left (SimpleMemoryPool, not strict); if none is,
+        the connection reads nothing more until requests anywhere are answered."""
+        broker = self.broker
+        size = self.decoder.frame_size
+        part = 0  # the start of a frame read before the pool was asked: one read's worth, not counted
+        if size > 0:
+            if self.frame_reserved:
+                part = size
+            elif broker.queued_max_request_bytes <= 0 or \
+                    broker.queued_request_bytes - self.held < broker.queued_max_request_bytes:
+                self.frame_reserved = True
+                part = size
+            elif not self.memory_paused and not self.closed:
+                self.memory_paused = True
+                broker.memory_paused.add(self)
+                if not self.reading_paused:
+                    self._pause_reading()
+        held = self.pending_bytes + part
+        broker.queued_request_bytes += held - self.held
+        self.held = held
 
     def _release_queued(self) -> None:
         """Give back what this connection holds of queued.max.request.bytes."""
-        held = self.pending_bytes + self.decoder.buffered
         self.pending.clear()
         self.pending_bytes = 0
         self.decoder.reset()
-        if held:
-            self.broker.queued_request_bytes -= held
+        self.frame_reserved = False
+        if self.held:
+            self.broker.queued_request_bytes -= self.held
+            self.held = 0
             self.broker.resume_memory_paused()
         self.broker.memory_paused.discard(self)
 
@@ -192,6 +204,7 @@ class Connection(asyncio.Protocol):
                 break
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
+            self.held -= len(frame)
             self.broker.queued_request_bytes -= len(frame)
             if self.sasl is not None and not self.sasl.authenticated:
                 verdict = self._sasl_gate(frame, out)
@@ -238,8 +251,9 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def resume_after_memory(self) -> None:
-        """queued.max.request.bytes has room again."""
+        """queued.max.request.bytes has room again: try to take this connection's request from it."""
         self.memory_paused = False
+        self._account()
         self._maybe_resume_reading()
 
     def _sasl_gate(self, frame: bytes, out: list) -> object:

@@ -32,6 +32,11 @@ class FrameDecoder:
     def buffered(self) -> int:
         return self._buffered
 
+    @property
+    def frame_size(self) -> int:
+        """The declared size of the frame being received; -1 between frames."""
+        return self._need
+
     def reset(self) -> None:
         """Drop whatever is buffered (the connection is closing)."""
         self._chunks.clear()

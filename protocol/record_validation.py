@@ -31,16 +31,18 @@ def read_records(
     compressed: bool,
     final: bool = True,
     keyless: list[int] | None = None,
+    need: list[int] | None = None,
 ) -> tuple[int, int]:
     """Read records ``first_index`` .. ``count - 1`` from ``data[pos:end]`` (``end`` is the end
     of ``data``); raise InvalidRecord where they do not fit. Returns (position after the last
     whole record read, index of the next record). Unless ``final``, a record cut off by ``end``
-    is not an error: reading stops before it, for the caller to come back with more bytes.
+    is not an error: reading stops before it, for the caller to come back with more bytes
+    (``need`` then gets a position of ``data`` the record reaches at least).
     ``keyless`` collects the indexes of records without a key (LogValidator.validateKey).
 
     A hot path (every produced record): one- and two-byte varints are read inline."""
     index = first_index
-    start = pos
+    start = p = pos
     try:
         while index < count:
             start = pos
@@ -98,6 +100,8 @@ def read_records(
                     p += v
             if p > end:
                 if not final:
+                    if need is not None:
+                        need.append(p)
                     return start, index
                 raise InvalidRecord(f"Invalid record size: expected to read {length} bytes in record payload")
             if p != body_end if not compressed else p < body_end:
@@ -111,6 +115,8 @@ def read_records(
             index += 1
     except IndexError:
         if not final:
+            if need is not None:
+                need.append(max(p, start))
             return start, index
         raise InvalidRecord("Found invalid record structure") from None
     if final and pos != end:
@@ -130,14 +136,24 @@ def check_compressed_records(codec: int, payload: bytes | bytearray | memoryview
     Raises CompressionError (DecompressedTooLarge past ``limit``) or InvalidRecord."""
     if len(payload) == 0 and codec != compression.ZSTD:  # an empty zstd frame reads as no records
         raise compression.CompressionError("empty compressed payload")
-    check_record_stream(compression.decompressed_chunks(codec, payload, limit), count, keyless)
+    try:
+        check_record_stream(compression.decompressed_chunks(codec, payload, limit), count, keyless, limit)
+    except _RecordPastLimit:
+        raise compression.DecompressedTooLarge(codec, limit) from None
+
+
+class _RecordPastLimit(Exception):
+    pass
 
 
 def check_record_stream(chunks: Iterable[bytes | bytearray | memoryview], count: int,
-                        keyless: list[int] | None = None) -> None:
+                        keyless: list[int] | None = None, limit: int | None = None) -> None:
     """The ``count`` records of a decompressed stream that arrives in ``chunks`` of any size:
     the same answer as reading the whole stream at once, reading no chunk past the one after
-    the last record."""
+    the last record. A record whose key or value alone would take the stream past ``limit``
+    stops the reading at once (``_RecordPastLimit``), before its bytes are kept."""
+    consumed = 0  # stream bytes before ``data``
+    need: list[int] = []
     index = 0
     pending: list[bytes] = []  # copies of the bytes of a record cut by the end of a chunk
     pending_len = retry_at = 0
@@ -154,9 +170,13 @@ def check_record_stream(chunks: Iterable[bytes | bytearray | memoryview], count:
             data: bytes | bytearray | memoryview = b"".join(pending)
         else:
             data = chunk
-        pos, index = read_records(data, 0, len(data), index, count, True, final=False, keyless=keyless)
+        need.clear()
+        pos, index = read_records(data, 0, len(data), index, count, True, final=False, keyless=keyless, need=need)
         if index == count and pos != len(data):
             raise InvalidRecord(REMAINING)
+        if limit is not None and need and consumed + need[0] > limit:
+            raise _RecordPastLimit()
+        consumed += pos
         rest = bytes(memoryview(data)[pos:])
         pending = [rest] if rest else []
         pending_len = len(rest)

@@ -113,10 +113,14 @@ def _response(ctx, topics: list[Topic], cluster_ops: bool):
     )
 
 
-def _all_topics(ctx, version: int, with_ops: bool, cluster_ops: bool) -> RawResponse:
-    """Every topic: the encoded answer is kept until the topics change (``MetadataStore.generation``)."""
+def _all_topics(ctx, version: int, with_ops: bool, cluster_ops: bool):
+    """Every topic: the encoded answer is kept until the topics change (``MetadataStore.generation``),
+    unless request quotas are on (the answer then carries its own throttle time)."""
     broker = ctx.broker
     metadata = broker.metadata
+    if broker.quotas.enforcing_requests:
+        return _response(ctx, [topic_entry(t, broker.node_id, with_ops) for t in metadata.topics.values()],
+                         cluster_ops)
     key = (version, with_ops, cluster_ops, broker.advertised_endpoint(ctx.listener, ctx.local_host),
            broker.config.get("broker.rack"), metadata.generation)
     cache = metadata.response_cache

@@ -114,10 +114,18 @@ def test_a_bomb_after_the_records_stops_one_chunk_later(codec):
     assert peak < 16 * 1024 * 1024, peak
 
 
-def test_one_huge_record_stops_at_the_limit():
+def test_one_huge_record_stops_at_the_limit_without_keeping_it():
+    """A record whose value alone goes past the bound is refused from its first chunk."""
     bomb = compression.compress(compression.GZIP, record(0, b"k", bytes(300 * 1024 * 1024)))
-    with pytest.raises(compression.DecompressedTooLarge):
-        check_compressed_records(compression.GZIP, bomb, 1, 64 * 1024 * 1024)
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(compression.DecompressedTooLarge):
+            check_compressed_records(compression.GZIP, bomb, 1, 64 * 1024 * 1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024 and time.perf_counter() - started < 0.5
 
 
 def test_record_errors_message_as_kafka_words_it():
