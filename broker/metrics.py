@@ -314,10 +314,12 @@ def partition_metrics(broker: Any) -> list[Metric]:
     pids = GaugeMetricFamily("kafka_log_log_produceridcount", "Producer ids with state in the partition",
                              labels=labels)
     total_pids = 0
-    count = 0
+    count = offline = 0
     for plog in list(lm.logs()):
         key = [plog.topic, str(plog.partition)]
         count += 1
+        if plog.offline is not None:
+            offline += 1
         high = plog.high_watermark
         leo.add_metric(key, plog.log_end_offset)
         lso_start.add_metric(key, plog.log_start_offset)
@@ -341,8 +343,11 @@ def partition_metrics(broker: Any) -> list[Metric]:
     parts = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions on this broker")
     parts.add_metric([], count)
     leaders = GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions this broker leads")
-    leaders.add_metric([], count)
-    return [leo, lso_start, hw, lso, lag, size, segs, pids, total, parts, leaders]
+    leaders.add_metric([], count - offline)
+    offline_replicas = GaugeMetricFamily("kafka_server_replicamanager_offlinereplicacount",
+                                         "Partitions offline after an I/O error (until a restart recovers them)")
+    offline_replicas.add_metric([], offline)
+    return [leo, lso_start, hw, lso, lag, size, segs, pids, total, parts, leaders, offline_replicas]
 
 
 def _first_attr(objs: Iterable[Any], names: Iterable[str]) -> Any:

@@ -401,3 +401,38 @@ def test_kafka_python_consumer_uses_an_incremental_fetch_session(metrics_broker:
         assert total(s, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached") >= 3
     finally:
         consumer.close()
+
+
+async def test_a_scraper_that_never_reads_is_cut_off(monkeypatch) -> None:
+    """The endpoint answers each scrape within _WRITE_TIMEOUT or drops the connection, so clients
+    that never read cannot keep answers (and connections) piling up."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    from broker import metrics_http
+
+    monkeypatch.setattr(metrics_http, "_WRITE_TIMEOUT", 0.5)
+    registry = CollectorRegistry()
+    gauge = Gauge("big", "a large answer", ["n"], registry=registry)
+    gauge.labels("x" * 12_000_000).set(1)  # an answer of 12 MB: more than the socket buffers hold
+    metrics = SimpleNamespace(registry=registry, prepare_scrape=lambda: None)
+    server = await asyncio.start_server(lambda r, w: metrics_http._serve(metrics, r, w), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 16)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.sleep(2.0)  # never reading, past the timeout
+    received = 0
+    try:
+        while chunk := await asyncio.wait_for(reader.read(1 << 16), 5):
+            received += len(chunk)
+    except ConnectionResetError:
+        pass
+    body = render(registry)[0]
+    assert received < len(body), "the whole answer went out: the scraper was not cut off"
+    writer.close()
+    server.close()
+    await server.wait_closed()
