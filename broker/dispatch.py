@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import struct
 import time
@@ -31,6 +32,8 @@ API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
 
 
+# A request body larger than this, for an API without a fast codec, is decoded off the event loop.
+DECODE_OFF_LOOP_BYTES = 256 * 1024
 # Not counted against request_percentage: what a client needs to learn how to talk to us at all.
 QUOTA_EXEMPT = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 
@@ -93,6 +96,15 @@ class Dispatcher:
         except MalformedHeader as e:
             raise CloseConnection(f"malformed request header: {e}") from None
         body = memoryview(frame)[header.body_offset:]
+        if spec.decode is None and len(body) > DECODE_OFF_LOOP_BYTES:
+            return self._decode_off_loop(spec, body, version, header, api_key, client_host, local_host,
+                                         connection_id, listener)
+        request = self._decode(spec, body, version)
+        return self._handle(spec, request, api_key, version, header, client_host, local_host, connection_id,
+                            listener)
+
+    @staticmethod
+    def _decode(spec: ApiSpec, body: memoryview, version: int) -> Any:
         try:
             request = spec.decode(body, version) if spec.decode else spec.request_cls.decode(body, version=version)
         except Exception as e:  # noqa: BLE001 - any decode failure is a malformed request
@@ -102,6 +114,20 @@ class Dispatcher:
             if field is not None:
                 raise CloseConnection(f"non-nullable field {field} of {spec.request_cls.name} v{version} "
                                       "was serialized as null")
+        return request
+
+    async def _decode_off_loop(self, spec: ApiSpec, body: memoryview, version: int, header: Any, api_key: int,
+                               client_host: str, local_host: str, connection_id: str,
+                               listener: str) -> Encoded | None:
+        """A large request decoded by kafka-python's generic decoder (a megabyte can hold a million
+        group ids) is decoded in a worker thread, then handled on the loop as any other."""
+        request = await asyncio.to_thread(self._decode, spec, body, version)
+        result = self._handle(spec, request, api_key, version, header, client_host, local_host, connection_id,
+                              listener)
+        return await result if inspect.isawaitable(result) else result
+
+    def _handle(self, spec: ApiSpec, request: Any, api_key: int, version: int, header: Any, client_host: str,
+                local_host: str, connection_id: str, listener: str) -> Encoded | None | Awaitable[Encoded | None]:
         ctx = RequestContext(
             self.broker, api_key, version, header.correlation_id, header.client_id, client_host, local_host,
             connection_id, listener,
