@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kafka import codec as kafka_python_codec  # noqa: E402
 
 from protocol import compression  # noqa: E402
+from protocol.record_codec import zigzag as _zz  # noqa: E402
 from protocol.record_validation import check_compressed_records, read_records  # noqa: E402
 
 OLD_DECODE = {
@@ -34,16 +35,6 @@ OLD_ENCODE = {
     compression.LZ4: kafka_python_codec.lz4_encode,
     compression.ZSTD: kafka_python_codec.zstd_encode,
 }
-
-
-def _zz(n: int) -> bytes:
-    v = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def records(size: int) -> tuple[bytes, int]:

@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 import uuid
-import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,6 +37,7 @@ from protocol.messages import request_class  # noqa: E402
 from protocol.records import build_batch  # noqa: E402
 from tests.broker_process import BrokerProcess, free_port  # noqa: E402
 from tests.differential.wire import WireClient, build  # noqa: E402
+from tests.test_hardening import gzip_bomb, raw_batch  # noqa: E402
 
 CreateTopics, Metadata, Fetch, Produce = request_class(19), request_class(3), request_class(1), request_class(0)
 DescribeGroups, Scram = request_class(15), request_class(51)
@@ -111,26 +111,9 @@ class WellBehaved:
         c.close()
 
 
-def _zz(n: int) -> bytes:
-    v, out = (n << 1) ^ (n >> 63), bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    return bytes(out + bytes([v]))
-
-
 def gzip_bomb_batch(mib: int) -> bytes:
-    import crc32c
-
-    c = zlib.compressobj(9, zlib.DEFLATED, 31)
-    parts = [c.compress(bytes(1 << 20)) for _ in range(mib)] + [c.flush()]
-    payload = b"".join(parts)
-    head = bytearray(61)
-    struct.pack_into(">qiib", head, 0, 0, 49 + len(payload), -1, 2)
-    struct.pack_into(">hiqqqhii", head, 21, 1, 2, 0, 0, -1, -1, -1, 3)
-    out = head + payload
-    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
-    return bytes(out)
+    """Three records declared, 1 MB of gzip inflating to ``mib`` MiB of zeros."""
+    return raw_batch(gzip_bomb(b"", mib << 20), 3, 1)
 
 
 class Attacks:

@@ -9,6 +9,8 @@ An RF of 0 or below -1 is INVALID_REPLICATION_FACTOR, as in Kafka.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import TYPE_CHECKING
 
 import structlog
@@ -37,6 +39,7 @@ def deadline_passed(timeout_ms: int) -> bool:
     return timeout_ms <= 0
 
 
+SLICE_S = 0.005  # the longest stretch of log creation before the event loop gets a turn
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: never a client's topic
 
 
@@ -117,6 +120,17 @@ class Controller:
         log.info("topic created", topic=name, topic_id=str(info.topic_id), partitions=num_partitions,
                  configs=configs or None)
         return info
+
+    async def create_logs_in_slices(self, created: list[TopicInfo]) -> None:
+        """The logs of just-created topics, giving the event loop back every SLICE_S (a request
+        for thousands of topics would otherwise hold it for seconds)."""
+        started = time.monotonic()
+        for info in created:
+            for p in range(info.partitions):
+                self.create_logs(info, range(p, p + 1))
+                if time.monotonic() - started > SLICE_S:
+                    await asyncio.sleep(0)
+                    started = time.monotonic()
 
     def create_logs(self, info: TopicInfo, partitions: range | None = None) -> None:
         """The logs of a topic's partitions (none if the topic was deleted meanwhile); a crash

@@ -8,16 +8,9 @@ import struct
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from protocol.primitives import uvarint
+
 _I32 = struct.Struct(">i")
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_last_array(response_cls: Any, version: int, head: dict[str, Any], array_field: str,
@@ -38,5 +31,5 @@ def encode_last_array(response_cls: Any, version: int, head: dict[str, Any], arr
             single = bytes(response_cls(**head, **{array_field: [element]}).encode(version=version))
             part = encoded[k] = single[len(prefix) + count_size:len(single) - suffix]
         parts.append(part)
-    count = _uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
+    count = uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
     return b"".join((prefix, count, *parts, empty[len(empty) - suffix:]))

@@ -25,8 +25,88 @@ INT32_MAX = 2147483647
 PENDING_BYTES = 4096
 
 
-class IndexFile:
-    __slots__ = ("path", "base_offset", "max_entries", "_fd", "corrupt", "_pending")
+class BufferedAppendFile:
+    """An append-only file whose entries are also held in memory: written through ``_pending``
+    (what has not reached the file yet), opened only while there is something to write. A write
+    that fails keeps its entries pending (retried by the next write; ``flush`` and ``close``
+    raise until they are written), and what a failed write did write is not written again."""
+
+    __slots__ = ("path", "_fd", "_pending")
+
+    KIND = "file"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = -1
+        self._pending = bytearray()
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot open {self.KIND} {self.path}: {e}") from e
+        return self._fd
+
+    def _write_or_keep(self) -> None:
+        try:
+            self.write_pending()
+        except KafkaStorageError:
+            pass  # kept in _pending: flush and close retry and raise
+
+    def write_pending(self) -> None:
+        pending = self._pending
+        if pending:
+            fd = self._open()
+            try:
+                while pending:
+                    del pending[: os.write(fd, pending)]
+            except OSError as e:
+                raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
+
+    def _truncate_file(self, size: int) -> None:
+        try:
+            os.ftruncate(self._open(), size)
+        except OSError as e:
+            raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
+
+    def flush(self) -> None:
+        if self._pending or self._fd >= 0:
+            self.write_pending()
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                raise KafkaStorageError(f"fsync of {self.path} failed: {e}") from e
+
+    def release(self) -> None:
+        """Close the descriptor once everything is written (an inactive segment's index); the next
+        write or truncation opens it again."""
+        if self._fd >= 0 and not self._pending:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def unwritten(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def open_descriptors(self) -> int:
+        return 1 if self._fd >= 0 else 0
+
+    def close(self) -> None:
+        """Write what is pending and close; raises if the write fails (the descriptor is closed
+        either way: entries still pending are lost, and recovery rebuilds the index)."""
+        try:
+            if self._pending:
+                self.write_pending()
+        finally:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+class IndexFile(BufferedAppendFile):
+    __slots__ = ("base_offset", "max_entries", "corrupt")
 
     ENTRY_SIZE = 0  # set by subclasses
     KIND = "index"
@@ -34,13 +114,11 @@ class IndexFile:
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         """Open or create ``path``; a file whose size is not a multiple of the entry size is
         flagged ``corrupt`` (and rebuilt by the segment)."""
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
         self.max_entries = max(max_index_size // self.ENTRY_SIZE, 0)
         self.corrupt = False
-        self._pending = bytearray()  # entries not yet written to the file
         self._clear_columns()
-        self._fd = -1
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
             try:
@@ -78,18 +156,7 @@ class IndexFile:
     def _append_entry(self, packed: bytes) -> None:
         self._pending += packed
         if len(self._pending) >= PENDING_BYTES:
-            try:
-                self.write_pending()
-            except KafkaStorageError:
-                pass  # kept in _pending (see the module docstring); flush and close retry and raise
-
-    def _open(self) -> int:
-        if self._fd < 0:
-            try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            except OSError as e:
-                raise KafkaStorageError(f"cannot open {self.KIND} {self.path}: {e}") from e
-        return self._fd
+            self._write_or_keep()
 
     def truncate_to_entries(self, n: int) -> None:
         if n >= self.entries:
@@ -101,67 +168,15 @@ class IndexFile:
             del self._pending[(n - written) * self.ENTRY_SIZE:]
             return
         self._pending.clear()
-        try:
-            os.ftruncate(self._open(), n * self.ENTRY_SIZE)
-        except OSError as e:
-            raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
+        self._truncate_file(n * self.ENTRY_SIZE)
 
     def reset(self) -> None:
         """Empty the index (before a rebuild)."""
         self._pending.clear()
         self._clear_columns()
         self.corrupt = False
-        try:
-            os.ftruncate(self._open(), 0)
-        except OSError as e:
-            raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
-
-    def write_pending(self) -> None:
-        """Write buffered entries; called when enough accumulate and on flush, close, roll, truncate.
-        What a failed write did write is not written again."""
-        pending = self._pending
-        if pending:
-            fd = self._open()
-            try:
-                while pending:
-                    del pending[: os.write(fd, pending)]
-            except OSError as e:
-                raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
-
-    def flush(self) -> None:
-        if self._pending or self._fd >= 0:
-            self.write_pending()
-            try:
-                os.fsync(self._fd)
-            except OSError as e:
-                raise KafkaStorageError(f"fsync of {self.path} failed: {e}") from e
-
-    def release(self) -> None:
-        """Close the descriptor once everything is written (an inactive segment's index); the next
-        write or truncation opens it again."""
-        if self._fd >= 0 and not self._pending:
-            os.close(self._fd)
-            self._fd = -1
-
-    @property
-    def unwritten(self) -> bool:
-        return bool(self._pending)
-
-    def close(self) -> None:
-        """Write what is pending and close; raises if the write fails (the descriptor is closed
-        either way: entries still pending are lost, and recovery rebuilds the index)."""
-        try:
-            if self._pending:
-                self.write_pending()
-        finally:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+        self._truncate_file(0)
 
     def rename(self, new_path: str) -> None:
         os.rename(self.path, new_path)
         self.path = new_path
-
-    @property
-    def open_descriptors(self) -> int:
-        return 1 if self._fd >= 0 else 0

@@ -17,6 +17,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from storage.errors import CorruptRecord, KafkaStorageError
+from storage.index_file import BufferedAppendFile
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34
@@ -47,29 +48,20 @@ class AbortedTxn:
         return (self.producer_id, self.first_offset)
 
 
-class TransactionIndex:
+class TransactionIndex(BufferedAppendFile):
     """Aborted-transaction index of one segment."""
 
-    __slots__ = ("path", "base_offset", "_fd", "_txns", "_last_offsets", "corrupt", "_pending")
+    __slots__ = ("base_offset", "_txns", "_last_offsets", "corrupt")
+    KIND = "transaction index"
 
     def __init__(self, path: str, base_offset: int) -> None:
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
-        self._fd = -1
         self._txns: list[AbortedTxn] = []
         self._last_offsets: list[int] = []
-        self._pending = bytearray()  # entries not yet written to the file
         self.corrupt = False
         if os.path.exists(path):
             self._load()
-
-    def _open(self) -> int:
-        if self._fd < 0:
-            try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            except OSError as e:
-                raise KafkaStorageError(f"cannot open transaction index {self.path}: {e}") from e
-        return self._fd
 
     def _load(self) -> None:
         """(Re)read the file; a torn last entry or a bad version marks the index ``corrupt``."""
@@ -115,24 +107,7 @@ class TransactionIndex:
         self._txns.append(txn)
         self._last_offsets.append(txn.last_offset)
         self._pending += txn.encode()
-        try:
-            self.write_pending()
-        except KafkaStorageError:
-            pass  # kept in _pending (see the module docstring)
-
-    def write_pending(self) -> None:
-        pending = self._pending
-        if pending:
-            fd = self._open()
-            try:
-                while pending:
-                    del pending[: os.write(fd, pending)]
-            except OSError as e:
-                raise KafkaStorageError(f"write to {self.path} failed: {e}") from e
-
-    @property
-    def unwritten(self) -> bool:
-        return bool(self._pending)
+        self._write_or_keep()
 
     def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """Entries overlapping [fetch_offset, upper_bound_offset) and whether the search is complete.
@@ -164,10 +139,7 @@ class TransactionIndex:
             return
         self._pending.clear()
         if os.path.exists(self.path):
-            try:
-                os.ftruncate(self._open(), n * ENTRY_SIZE)
-            except OSError as e:
-                raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
+            self._truncate_file(n * ENTRY_SIZE)
 
     def reset(self) -> None:
         self._txns = []
@@ -175,37 +147,7 @@ class TransactionIndex:
         self._pending.clear()
         self.corrupt = False
         if os.path.exists(self.path):
-            try:
-                os.ftruncate(self._open(), 0)
-            except OSError as e:
-                raise KafkaStorageError(f"truncate of {self.path} failed: {e}") from e
-
-    def flush(self) -> None:
-        if self._pending or self._fd >= 0:
-            self.write_pending()
-            try:
-                os.fsync(self._fd)
-            except OSError as e:
-                raise KafkaStorageError(f"fsync of {self.path} failed: {e}") from e
-
-    def release(self) -> None:
-        """Close the descriptor once everything is written; the next write opens it again."""
-        if self._fd >= 0 and not self._pending:
-            os.close(self._fd)
-            self._fd = -1
-
-    @property
-    def open_descriptors(self) -> int:
-        return 1 if self._fd >= 0 else 0
-
-    def close(self) -> None:
-        try:
-            if self._pending:
-                self.write_pending()
-        finally:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            self._truncate_file(0)
 
     def rename(self, new_path: str) -> None:
         if os.path.exists(self.path):

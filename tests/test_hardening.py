@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol.messages import request_class
+from protocol.record_codec import zigzag as _zz
 from protocol.records import build_batch
 from tests.broker_process import BrokerProcess, api_versions_ok, free_port
 from tests.differential.wire import ConnectionClosed, WireClient, build
@@ -79,7 +80,8 @@ def _topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> st
     return name
 
 
-def _batch(records: bytes, count: int, codec: int) -> bytes:
+def raw_batch(records: bytes, count: int, codec: int) -> bytes:
+    """A v2 batch around an already encoded (or compressed) records section."""
     import crc32c
 
     now = int(time.time() * 1000)
@@ -95,6 +97,24 @@ def _produce_raw(c: WireClient, topic: str, payload: bytes, version: int = 9):
     r = c.send(build(Produce, version, transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[dict(
         name=topic, partition_data=[dict(index=0, records=payload)])]), version)
     return r.responses[0].partition_responses[0]
+
+
+def _produce_request(topic: str, size: int):
+    return build(Produce, 9, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[dict(
+        name=topic, partition_data=[dict(index=0, records=bytes(build_batch(
+            [(b"k", os.urandom(size))], timestamp=int(time.time() * 1000))))])])
+
+
+def _parked_fetch(topic: str) -> bytes:
+    """A framed Fetch that waits 5 s for a gigabyte that will not come."""
+    park = build(Fetch, 12, replica_id=-1, max_wait_ms=5000, min_bytes=1 << 30, max_bytes=1 << 20,
+                 isolation_level=0, session_id=0, session_epoch=-1,
+                 topics=[dict(topic=topic, partitions=[dict(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                            last_fetched_epoch=-1, log_start_offset=-1,
+                                                            partition_max_bytes=1 << 20)])],
+                 forgotten_topics_data=[], rack_id="")
+    park.with_header(correlation_id=1, client_id="park")
+    return bytes(park.encode(version=12, header=True, framed=True))
 
 
 # --- 2. segments and descriptors -------------------------------------------------------------------
@@ -137,15 +157,7 @@ def test_many_segments_cost_one_descriptor_each_and_restart_under_the_limit(tmp_
 # --- 3. decompression bombs ------------------------------------------------------------------------
 
 
-def _zz(n: int) -> bytes:
-    v, out = (n << 1) ^ (n >> 63), bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    return bytes(out + bytes([v]))
-
-
-def _gzip_bomb(prefix: bytes, zeros: int) -> bytes:
+def gzip_bomb(prefix: bytes, zeros: int) -> bytes:
     c = zlib.compressobj(9, zlib.DEFLATED, 31)
     out = [c.compress(prefix)]
     chunk = bytes(1 << 20)
@@ -161,10 +173,10 @@ def test_decompression_bombs_cost_neither_memory_nor_the_event_loop(hb):
     need (INVALID_RECORD), or at the decompressed-size bound for one huge record
     (MESSAGE_TOO_LARGE); memory stays flat and other clients are answered throughout."""
     topic = _topic(hb.bootstrap, f"bomb-{uuid.uuid4().hex[:6]}", **{"max.message.bytes": "2000000"})
-    zeros = _batch(_gzip_bomb(b"", 1000 << 20), 3, 1)  # declares 3 records; the first reads as garbage
+    zeros = raw_batch(gzip_bomb(b"", 1000 << 20), 3, 1)  # declares 3 records; the first reads as garbage
     value = 400 << 20  # one record whose value is 400 MiB of zeros
     body = b"\x00\x00\x00" + _zz(1) + b"k" + _zz(value)
-    huge = _batch(_gzip_bomb(_zz(len(body) + value + 1) + body, value + 1), 1, 1)
+    huge = raw_batch(gzip_bomb(_zz(len(body) + value + 1) + body, value + 1), 1, 1)
     assert len(zeros) < 1_100_000 and len(huge) < 500_000
     before = rss_kib(hb.proc.pid)
     with LatencyProbe(hb.port) as probe, WireClient(hb.bootstrap, timeout=60) as c:
@@ -228,25 +240,15 @@ def test_connections_hold_one_request_each(hb):
     """Twenty connections pipelining 32 produce requests of 1 MiB behind a parked Fetch: the broker
     reads one request per connection at a time (the rest wait in the kernel), not 32 MiB each."""
     topic = _topic(hb.bootstrap, f"queued-{uuid.uuid4().hex[:6]}", **{"max.message.bytes": "2000000"})
-    produce = build(Produce, 9, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[dict(
-        name=topic, partition_data=[dict(index=0, records=bytes(build_batch([(b"k", os.urandom(1 << 20))],
-                                                                            timestamp=int(time.time() * 1000))))])])
-    park = build(Fetch, 12, replica_id=-1, max_wait_ms=5000, min_bytes=1 << 30, max_bytes=1 << 20,
-                 isolation_level=0, session_id=0, session_epoch=-1,
-                 topics=[dict(topic=topic, partitions=[dict(partition=0, current_leader_epoch=-1, fetch_offset=0,
-                                                            last_fetched_epoch=-1, log_start_offset=-1,
-                                                            partition_max_bytes=1 << 20)])],
-                 forgotten_topics_data=[], rack_id="")
+    produce = _produce_request(topic, 1 << 20)
+    produce.with_header(correlation_id=2, client_id="flood")
+    one_produce = bytes(produce.encode(version=9, header=True, framed=True))
     before = rss_kib(hb.proc.pid)
     socks = []
     for _ in range(20):
         s = socket.create_connection(("127.0.0.1", hb.port))
         s.setblocking(False)
-        park.with_header(correlation_id=1, client_id="park")
-        data = bytes(park.encode(version=12, header=True, framed=True))
-        for i in range(32):
-            produce.with_header(correlation_id=2 + i, client_id="flood")
-            data += bytes(produce.encode(version=9, header=True, framed=True))
+        data = _parked_fetch(topic) + one_produce * 32
         socks.append((s, memoryview(data)))
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:  # push as much as the broker takes
@@ -422,19 +424,9 @@ def test_request_percentage_quota_throttles(tmp_path):
 
 def _parked_then_produce(topic: str, size: int) -> bytes:
     """A Fetch that waits 5 s for data that will not come, then a produce request of ``size``."""
-    produce = build(Produce, 9, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[dict(
-        name=topic, partition_data=[dict(index=0, records=bytes(build_batch([(b"k", os.urandom(size))],
-                                                                            timestamp=int(time.time() * 1000))))])])
-    park = build(Fetch, 12, replica_id=-1, max_wait_ms=5000, min_bytes=1 << 30, max_bytes=1 << 20,
-                 isolation_level=0, session_id=0, session_epoch=-1,
-                 topics=[dict(topic=topic, partitions=[dict(partition=0, current_leader_epoch=-1, fetch_offset=0,
-                                                            last_fetched_epoch=-1, log_start_offset=-1,
-                                                            partition_max_bytes=1 << 20)])],
-                 forgotten_topics_data=[], rack_id="")
-    park.with_header(correlation_id=1, client_id="park")
+    produce = _produce_request(topic, size)
     produce.with_header(correlation_id=2, client_id="big")
-    return bytes(park.encode(version=12, header=True, framed=True)) + \
-        bytes(produce.encode(version=9, header=True, framed=True))
+    return _parked_fetch(topic) + bytes(produce.encode(version=9, header=True, framed=True))
 
 
 def _recv_exactly(s: socket.socket, n: int) -> bytes:

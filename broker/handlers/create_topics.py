@@ -13,7 +13,6 @@ a request for thousands of topics does not stall the other clients.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections import Counter
 
@@ -74,7 +73,6 @@ def _answer(results: list, duplicated: list[str]):
 
 
 TOPICS_PER_SLICE = 100  # topics made durable with one metadata write, between two returns to the loop
-SLICE_S = 0.005
 
 
 async def _create_in_slices(broker, req, duplicated, too_large, results: list, created: list, configs_of):
@@ -86,13 +84,7 @@ async def _create_in_slices(broker, req, duplicated, too_large, results: list, c
             _create(broker, req, topics[i:i + TOPICS_PER_SLICE], duplicated, too_large, results, created,
                     configs_of)
         await asyncio.sleep(0)
-    started = time.monotonic()
-    for info in created:
-        for p in range(info.partitions):
-            broker.controller.create_logs(info, range(p, p + 1))
-            if time.monotonic() - started > SLICE_S:
-                await asyncio.sleep(0)
-                started = time.monotonic()
+    await broker.controller.create_logs_in_slices(created)
     return _answer(results, duplicated)
 
 

@@ -14,8 +14,6 @@ kept, encoded, until the topics change, so clients refreshing their metadata cos
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 
 from broker.context import RawResponse
@@ -97,7 +95,7 @@ def handle(ctx, req):
             else:
                 topics.append(topic_entry(info, broker.node_id, with_ops))
     response = _response(ctx, topics, cluster_ops)
-    return _create_logs(broker, created, response) if created else response
+    return _after_logs(broker, created, response) if created else response
 
 
 def _response(ctx, topics: list[Topic], cluster_ops: bool):
@@ -134,17 +132,8 @@ def _all_topics(ctx, version: int, with_ops: bool, cluster_ops: bool):
     return RawResponse([body], len(body))
 
 
-SLICE_S = 0.005
-
-
-async def _create_logs(broker, created: list[TopicInfo], response):
-    started = time.monotonic()
-    for info in created:
-        for p in range(info.partitions):
-            broker.controller.create_logs(info, range(p, p + 1))
-            if time.monotonic() - started > SLICE_S:
-                await asyncio.sleep(0)
-                started = time.monotonic()
+async def _after_logs(broker, created: list[TopicInfo], response):
+    await broker.controller.create_logs_in_slices(created)
     return response
 
 
