@@ -21,7 +21,7 @@ import structlog
 from broker.produce_validation import RequestLevelError, validate_batch, validate_request_records
 from coordinator.txn.verification import verify_produce
 from protocol import records as rec
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.record_codec import decode_records, rebuild_batch_with_codec
 from storage.file_region import FileRegion
 from storage.producer_state import AppendOrigin, ProducerStateLogListener
@@ -61,15 +61,6 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     records: bytes | memoryview | FileRegion | None = None
     aborted: list[tuple[int, int]] | None = None
-
-
-def error_code_of(exc: BaseException) -> ErrorCode:
-    if isinstance(exc, KafkaError):
-        return exc.code
-    code = getattr(exc, "error_code", None)
-    if code is not None:
-        return ErrorCode(code)
-    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class ReplicaManager:

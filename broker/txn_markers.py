@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.replica_manager import LEADER_EPOCH, error_code_of
+from broker.replica_manager import LEADER_EPOCH
 from protocol import records as rec
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, error_code_of
 from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from protocol.errors import KafkaError
 from storage.producer_state import ProducerStateLogListener
 
 if TYPE_CHECKING:
@@ -37,10 +38,9 @@ DIR_NAME = "__cluster_metadata"
 FORMAT_VERSION = 1
 
 
-class ProducerIdsExhausted(Exception):
-    """Kafka throws UnknownServerException here; the handler answers UNKNOWN_SERVER_ERROR."""
 
-    error_code = -1
+class ProducerIdsExhausted(KafkaError):
+    """Kafka throws UnknownServerException here; the handler answers UNKNOWN_SERVER_ERROR."""
 
 
 class ProducerIdManager:

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 
 import cramjam
 
+from protocol.errors import ErrorCode, KafkaError
+
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 BY_NAME = {"none": NONE, "uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
@@ -36,12 +38,16 @@ CHUNK = 256 * 1024  # decompressed bytes per streamed gzip chunk (zlib is fastes
 DEFAULT_LIMIT = 1 << 30  # for batches already in a log: validated when they were appended
 
 
-class CompressionError(ValueError):
-    """A payload its codec cannot read (Kafka's IOException / KafkaException from the stream)."""
+class CompressionError(KafkaError):
+    """A payload its codec cannot read (Kafka's IOException / KafkaException from the stream: an
+    unexpected error, UNKNOWN_SERVER_ERROR)."""
 
 
 class DecompressedTooLarge(CompressionError):
-    """A payload that decompresses to more than the caller's limit."""
+    """A payload that decompresses to more than the caller's limit (MESSAGE_TOO_LARGE: a bound of
+    this broker's, see ``broker.produce_validation.decompressed_limit``)."""
+
+    default_code = ErrorCode.MESSAGE_TOO_LARGE
 
     def __init__(self, codec: int, limit: int) -> None:
         super().__init__(f"{NAMES.get(codec, codec)} payload decompresses to more than {limit} bytes")

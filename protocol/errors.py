@@ -1,6 +1,12 @@
-"""Kafka error codes (clients/.../protocol/Errors.java)."""
+"""Kafka error codes (clients/.../protocol/Errors.java) and the one exception family that carries
+them: every refusal the broker, the coordinators, storage or the codecs raise is a ``KafkaError``
+with its ``ErrorCode`` (as every Kafka ApiException maps to one ``Errors`` entry), and
+``error_code_of`` is the only translation from an exception to a wire code."""
+
+from __future__ import annotations
 
 from enum import IntEnum
+from typing import ClassVar
 
 
 class ErrorCode(IntEnum):
@@ -138,9 +144,20 @@ class ErrorCode(IntEnum):
 
 
 class KafkaError(Exception):
-    """An error that maps to one Kafka error code, raised by domain code and turned into a response field."""
+    """An error that maps to one Kafka error code, raised by domain code and turned into a response
+    field. Subclasses name their code in ``default_code`` and are raised with a message alone."""
 
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+    default_code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, code: ErrorCode | str | None = None, message: str | None = None) -> None:
+        if code is None or isinstance(code, str):  # ``Subclass("message")``
+            code, message = self.default_code, code if message is None else message
         super().__init__(message or code.name)
-        self.code = code
+        self.code: ErrorCode = code
         self.message = message
+
+
+def error_code_of(exc: BaseException) -> ErrorCode:
+    """The wire code of any exception: its own for a KafkaError, else UNKNOWN_SERVER_ERROR (Kafka's
+    Errors.forException for an unexpected exception)."""
+    return exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR

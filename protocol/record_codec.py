@@ -42,8 +42,6 @@ Record = tuple[int, int, int, int, int, int, "bytes | None", bool]
 class CorruptRecords(InvalidBatch):
     """Records inside a batch that cannot be parsed or decompressed (CORRUPT_MESSAGE)."""
 
-    error_code = 2
-
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     raw = 0

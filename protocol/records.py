@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from protocol.errors import ErrorCode, KafkaError
+
 # baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -47,21 +49,27 @@ CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 
 
-class InvalidBatch(Exception):
+class InvalidBatch(KafkaError):
     """A batch that fails structural or CRC validation (CORRUPT_MESSAGE on the wire)."""
+
+    default_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class UnsupportedMagic(InvalidBatch):
     """A magic 0/1 message set, which Kafka 4 no longer accepts."""
 
 
-class InvalidRecord(Exception):
+class InvalidRecord(KafkaError):
     """Records that do not read back as the batch header declares them (INVALID_RECORD)."""
+
+    default_code = ErrorCode.INVALID_RECORD
 
 
 class InvalidInnerOffset(InvalidRecord):
     """A compressed batch whose records' offset deltas do not count 0, 1, 2, ... (Kafka fails the
     append with an unexpected error: UNKNOWN_SERVER_ERROR)."""
+
+    default_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def check_offsets_and_count(info: BatchInfo) -> None:

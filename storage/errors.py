@@ -1,64 +1,62 @@
-"""Storage exceptions, each carrying the Kafka error code the broker puts on the wire.
-
-The broker maps an exception to a response with ``exc.error_code`` and never needs to know which
-layer raised it, mirroring how Kafka's ApiException subclasses map to ``Errors``.
+"""Storage exceptions: ``protocol.errors.KafkaError`` subclasses, each with the code the broker
+puts on the wire (``error_code_of``), as Kafka's ApiException subclasses map to ``Errors``.
 """
 
 from __future__ import annotations
 
+from protocol.errors import ErrorCode, KafkaError
 
-class StorageError(Exception):
-    """Base class; UNKNOWN_SERVER_ERROR (-1) unless a subclass says otherwise."""
 
-    error_code: int = -1
+class StorageError(KafkaError):
+    """Base class; UNKNOWN_SERVER_ERROR unless a subclass says otherwise."""
 
 
 class OffsetOutOfRange(StorageError):
     """A fetch/list offset outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE)."""
 
-    error_code = 1
+    default_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 class CorruptRecord(StorageError):
     """A batch failing CRC or structural checks (CORRUPT_MESSAGE)."""
 
-    error_code = 2
+    default_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class RecordTooLarge(StorageError):
     """One batch above max.message.bytes (MESSAGE_TOO_LARGE)."""
 
-    error_code = 10
+    default_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class RecordBatchTooLarge(StorageError):
     """A produce payload larger than segment.bytes (RECORD_LIST_TOO_LARGE)."""
 
-    error_code = 18
+    default_code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 class InvalidTimestamp(StorageError):
     """A CreateTime timestamp outside message.timestamp.before/after.max.ms (INVALID_TIMESTAMP)."""
 
-    error_code = 32
+    default_code = ErrorCode.INVALID_TIMESTAMP
 
 
 class InvalidConfig(StorageError):
     """An unknown topic config name or a value that fails its validator (INVALID_CONFIG)."""
 
-    error_code = 40
+    default_code = ErrorCode.INVALID_CONFIG
 
 
 class PolicyViolation(StorageError):
     """DeleteRecords on a topic whose cleanup.policy has no 'delete' (POLICY_VIOLATION)."""
 
-    error_code = 44
+    default_code = ErrorCode.POLICY_VIOLATION
 
 
 class KafkaStorageError(StorageError):
     """An I/O failure on a log directory (KAFKA_STORAGE_ERROR)."""
 
-    error_code = 56
+    default_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class SegmentInconsistent(KafkaStorageError):
@@ -69,13 +67,13 @@ class SegmentInconsistent(KafkaStorageError):
 class InconsistentTopicId(StorageError):
     """partition.metadata names a different topic id than the caller (INCONSISTENT_TOPIC_ID)."""
 
-    error_code = 103
+    default_code = ErrorCode.INCONSISTENT_TOPIC_ID
 
 
 class InvalidRecord(StorageError):
     """A batch that is well formed but illegal to append (INVALID_RECORD)."""
 
-    error_code = 87
+    default_code = ErrorCode.INVALID_RECORD
 
 
 class LogSegmentOffsetOverflow(StorageError):

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
 
+from protocol.errors import ErrorCode, KafkaError
 from protocol.record_codec import decode_records
 from protocol.records import (
     COMPRESSION_MASK,
@@ -101,26 +102,24 @@ class AppendOrigin(IntEnum):
 # --- errors ---------------------------------------------------------------------------------
 
 
-class ProducerStateError(Exception):
-    """An append the partition must refuse; ``error_code`` is the Kafka wire error."""
-
-    error_code: int = -1
+class ProducerStateError(KafkaError):
+    """An append the partition must refuse."""
 
 
 class OutOfOrderSequence(ProducerStateError):
-    error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    default_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 class InvalidProducerEpoch(ProducerStateError):
-    error_code = 47  # INVALID_PRODUCER_EPOCH (the broker maps it per request version)
+    default_code = ErrorCode.INVALID_PRODUCER_EPOCH  # the broker maps it per request version
 
 
 class InvalidTxnState(ProducerStateError):
-    error_code = 48  # INVALID_TXN_STATE
+    default_code = ErrorCode.INVALID_TXN_STATE
 
 
 class TransactionCoordinatorFenced(ProducerStateError):
-    error_code = 52  # TRANSACTION_COORDINATOR_FENCED
+    default_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 # --- value types ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ wholly below the new start are deleted. Consumers then see the new earliest offs
 from __future__ import annotations
 
 from broker.handlers.registry import api
-from broker.replica_manager import error_code_of
+from protocol.errors import error_code_of
 from protocol.messages import lazy_response
 
 Response = lazy_response(21)

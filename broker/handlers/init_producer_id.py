@@ -21,7 +21,7 @@ from __future__ import annotations
 import structlog
 
 from broker.handlers.registry import api
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, error_code_of
 from protocol.messages import lazy_response
 
 Response = lazy_response(22)
@@ -61,6 +61,5 @@ def handle(ctx, req):
     try:
         return _response(version, ErrorCode.NONE, ctx.broker.producer_ids.generate(), 0)
     except Exception as e:  # noqa: BLE001 - Kafka answers Errors.forException(e)
-        code = getattr(e, "error_code", None)
         log.exception("producer id allocation failed")
-        return _error(version, ErrorCode(code) if code is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
+        return _error(version, error_code_of(e))

@@ -28,7 +28,7 @@ from coordinator.group.manager import GroupConfig, GroupMetadataManager, JoinReq
 from coordinator.group.offsets import NO_PRODUCER_ID
 from coordinator.group.records import RecordFormatError
 from protocol import records as batches
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.record_codec import control_type, decode_records
 from storage.log_config import segment_bytes_config
 
@@ -79,18 +79,6 @@ class AsyncioTimer:
 
     def __len__(self) -> int:
         return len(self._handles)
-
-
-def _error_code_of(exc: BaseException) -> ErrorCode:
-    if isinstance(exc, KafkaError):
-        return exc.code
-    code = getattr(exc, "error_code", None)
-    if code is not None:
-        try:
-            return ErrorCode(code)
-        except ValueError:
-            pass
-    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class GroupCoordinator:
@@ -187,7 +175,7 @@ class GroupCoordinator:
         try:
             return self.broker.replica_manager.append_internal(OFFSETS_TOPIC, partition, batch)
         except Exception as e:
-            code = _error_code_of(e)
+            code = error_code_of(e)
             log.warning("group metadata write failed", group=group_id, partition=partition, error=code.name,
                         detail=str(e))
             raise KafkaError(code, str(e)) from None

@@ -41,7 +41,7 @@ from coordinator.txn.state import (
     supports_epoch_bump,
 )
 from coordinator.txn.state_manager import TransactionStateManager
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, error_code_of
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -64,16 +64,6 @@ class _Prepared:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _error_of(exc: BaseException) -> ErrorCode:
-    if isinstance(exc, KafkaError):
-        return exc.code
-    code = getattr(exc, "error_code", None)
-    try:
-        return ErrorCode(code) if code is not None else ErrorCode.UNKNOWN_SERVER_ERROR
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class TransactionCoordinator:
@@ -176,7 +166,7 @@ class TransactionCoordinator:
             try:
                 return ErrorCode.NONE, self._generate_producer_id(), 0
             except Exception as e:  # noqa: BLE001
-                return _error_of(e), *fail
+                return error_code_of(e), *fail
         if transactional_id == "":
             return ErrorCode.INVALID_REQUEST, *fail
         if not self.state_manager.validate_transaction_timeout_ms(transaction_timeout_ms):
@@ -189,7 +179,7 @@ class TransactionCoordinator:
                 created = new_metadata(transactional_id, self._generate_producer_id(), transaction_timeout_ms,
                                        _now_ms())
             except Exception as e:  # noqa: BLE001
-                return _error_of(e), *fail
+                return error_code_of(e), *fail
             code, found = self.state_manager.put_transaction_state_if_not_exists(created)
             if code != ErrorCode.NONE or found is None:
                 return code, *fail
@@ -241,7 +231,7 @@ class TransactionCoordinator:
                 try:
                     new_pid = self._generate_producer_id()
                 except Exception as e:  # noqa: BLE001
-                    raise KafkaError(_error_of(e)) from None
+                    raise KafkaError(error_code_of(e)) from None
                 return m.prepare_producer_id_rotation(new_pid, timeout_ms, _now_ms(), expected is not None)
             return m.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], _now_ms())
         if state == S.ONGOING:
@@ -457,7 +447,7 @@ class TransactionCoordinator:
                 try:
                     next_pid = self._generate_producer_id()
                 except Exception as e:  # noqa: BLE001
-                    raise KafkaError(_error_of(e)) from None
+                    raise KafkaError(error_code_of(e)) from None
             if next_state == S.PREPARE_ABORT and is_epoch_fence:
                 # Make way for PrepareAbort; unlike TV1 the fenced epoch is not copied in:
                 # prepare_abort_or_commit bumps the current one (Kafka 4.3).

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.replica_manager import LEADER_EPOCH, error_code_of
+from broker.replica_manager import LEADER_EPOCH
 from coordinator.group import records as grouprec
 from coordinator.group.group import ClassicGroup
 from coordinator.group.manager import CommitPartition, append_error_to_response_error
@@ -34,7 +34,7 @@ from coordinator.group.offsets import OffsetAndMetadata
 from coordinator.group.state import EMPTY
 from coordinator.txn.verification import add_partitions, txn_offset_commit_operation, verify
 from protocol import records as rec
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, error_code_of
 from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
 if TYPE_CHECKING:

@@ -85,7 +85,9 @@ def test_chunked_reading_answers_as_whole_reading(recs, count_delta, garbage, fl
     chunked = _outcome(lambda: check_record_stream(_chunks(data, cuts), count, chunk_keyless))
     assert chunked == whole
     if whole == "ok":
-        assert chunk_keyless == whole_keyless == [i for i, (k, _v, _h) in enumerate(recs) if k is None][:count]
+        assert chunk_keyless == whole_keyless
+        if flip is None:
+            assert whole_keyless == [i for i, (k, _v, _h) in enumerate(recs) if k is None][:count]
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])

@@ -87,7 +87,7 @@ def test_log_append_time_and_validation(tmp_path):
     strict = open_log(tmp_path / "x", LogConfig(message_timestamp_before_max_ms=1000))
     with pytest.raises(InvalidTimestamp) as e:
         append_batch(strict, 1, timestamp=T0 - 5000, now_ms=T0)
-    assert e.value.error_code == 32
+    assert e.value.code == 32
     with pytest.raises(InvalidTimestamp):
         append_batch(strict, 1, timestamp=T0 + 3_600_001, now_ms=T0)  # after.max.ms default 1h
     assert strict.log_end_offset == 0
@@ -152,7 +152,7 @@ def test_upper_bound_and_out_of_range(tmp_path):
     assert plog.log_start_offset == 4
     with pytest.raises(OffsetOutOfRange) as e:
         plog.read(3, 100)
-    assert e.value.error_code == 1
+    assert e.value.code == 1
     assert decode_log(bytes(plog.read(4, 100).records))[0]["base"] == 4
     with pytest.raises(OffsetOutOfRange):
         plog.delete_records_before(11)
@@ -162,7 +162,7 @@ def test_upper_bound_and_out_of_range(tmp_path):
     append_batch(compacted, 1, timestamp=T0)
     with pytest.raises(PolicyViolation) as e:
         compacted.delete_records_before(1)
-    assert e.value.error_code == 44
+    assert e.value.code == 44
     compacted.close()
 
 

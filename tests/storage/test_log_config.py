@@ -82,7 +82,7 @@ def test_layering_and_parsing():
 def test_invalid(name, value):
     with pytest.raises(InvalidConfig) as e:
         parse_config(name, value)
-    assert e.value.error_code == 40
+    assert e.value.code == 40
 
 
 def test_cross_config_validation():

@@ -151,7 +151,7 @@ def test_duplicate_of_each_of_last_five_batches_detected(log: FakeLog, psm: Prod
     assert psm.find_duplicate_batch(info_of(oldest)) is None
     with pytest.raises(OutOfOrderSequence) as e:
         log.append(oldest)
-    assert e.value.error_code == 45
+    assert e.value.code == 45
     # same range but another epoch, or a different range overlapping a retained one: no duplicate
     assert psm.find_duplicate_batch(info_of(batch(7, 1, seq=10, n=2))) is None
     assert psm.find_duplicate_batch(info_of(batch(7, 0, seq=10, n=1))) is None
@@ -163,7 +163,7 @@ def test_sequence_gap_and_regression_rejected(log: FakeLog, psm: ProducerStateMa
     for seq in (4, 2, 1):  # gap, overlap, regression
         with pytest.raises(OutOfOrderSequence) as e:
             log.data(1, 0, seq=seq)
-        assert e.value.error_code == 45
+        assert e.value.code == 45
     assert psm.describe_producers() == before  # a rejected append leaves no trace
     assert log.data(1, 0, seq=3) == (3, 3)
 
@@ -188,7 +188,7 @@ def test_stale_epoch_rejected_47(log: FakeLog, psm: ProducerStateManager) -> Non
     log.data(1, 3, seq=0)
     with pytest.raises(InvalidProducerEpoch) as e:
         log.data(1, 2, seq=1)
-    assert e.value.error_code == 47
+    assert e.value.code == 47
     # replication only logs the regression (the leader already decided)
     log.data(1, 2, seq=7, origin=REPLICATION)
     assert psm.last_entry(1).producer_epoch == 2
@@ -293,7 +293,7 @@ def test_non_transactional_batch_during_txn_rejected_48(log: FakeLog, psm: Produ
     log.data(1, 0, 0, txn=True)
     with pytest.raises(InvalidTxnState) as e:
         log.data(1, 0, 1)
-    assert e.value.error_code == 48
+    assert e.value.code == 48
     assert psm.first_unstable_offset() == 0
 
 
@@ -305,7 +305,7 @@ def test_marker_checks_tv0(log: FakeLog, psm: ProducerStateManager) -> None:
     assert psm.first_unstable_offset() is None
     with pytest.raises(TransactionCoordinatorFenced) as e:
         log.marker(1, 5, commit=False, coordinator_epoch=1)
-    assert e.value.error_code == 52
+    assert e.value.code == 52
     # a marker with no open txn is written but completes nothing (no index entry, no LSO move)
     end = log.next_offset
     log.marker(1, 5, commit=False, coordinator_epoch=2)
