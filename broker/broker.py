@@ -20,12 +20,17 @@ import structlog
 from broker.config import BrokerConfig
 from broker.connection_quotas import ConnectionQuotas
 from broker.controller import Controller
+from broker.coordinator_ports import BrokerCoordinatorEnv, BrokerPartitionWriter
 from broker.fetch_sessions import FetchSessionCache
 from broker.metadata import MetadataStore
 from broker.metrics import BrokerMetrics
 from broker.quotas import ClientQuotas
 from broker.replica_manager import ReplicaManager
 from broker.sasl import SaslSession, listener_mechanisms, plain_users
+from broker.txn_markers import InProcessMarkerChannel
+from broker.txn_verification import BrokerTransactionVerifier
+from coordinator.group.coordinator import GroupCoordinator
+from coordinator.txn.coordinator import TransactionCoordinator
 from storage import checkpoints
 from storage.log_manager import LogManager
 
@@ -147,16 +152,14 @@ class Broker:
 
     async def _start_coordinators(self) -> None:
         """Group and transaction coordinators (added by their own modules when present)."""
-        from coordinator.group.coordinator import GroupCoordinator
-
+        env, writer = BrokerCoordinatorEnv(self), BrokerPartitionWriter(self)
         # Loads __consumer_offsets before the listeners open; stopped by a shutdown hook.
-        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator = GroupCoordinator(env, writer, topics=self.metadata,
+                                                  verifier=BrokerTransactionVerifier(self))
         await self.group_coordinator.start()
         self.shutdown_hooks.append(lambda broker: broker.group_coordinator.shutdown())
         # Transactions (issue 5): loads __transaction_state in the background; stopped first.
-        from coordinator.txn.coordinator import TransactionCoordinator
-
-        self.txn_coordinator = TransactionCoordinator(self)
+        self.txn_coordinator = TransactionCoordinator(env, writer, InProcessMarkerChannel(self))
         await self.txn_coordinator.start()
         self.shutdown_hooks.insert(0, lambda broker: broker.txn_coordinator.shutdown())
         for hook in self.startup_hooks:

@@ -5,7 +5,9 @@ coordinator epoch) to a partition with origin COORDINATOR, so the producer state
 producer and coordinator epochs, completes the producer's transaction on the partition, moves
 the LSO and, for an ABORT, adds the ``.txnindex`` entry. A marker in a ``__consumer_offsets``
 partition then applies or drops the group's pending transactional offsets. Both the
-WriteTxnMarkers handler and the coordinator's in-process marker channel call it.
+WriteTxnMarkers handler and the coordinator's in-process marker channel
+(``InProcessMarkerChannel``, the single-node ``coordinator.txn.marker_channel.MarkerChannel``)
+call it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
 if TYPE_CHECKING:
     from broker.broker import Broker
+    from coordinator.txn.marker_channel import TxnMarker
 
 log = structlog.get_logger(__name__)
 
@@ -64,3 +67,23 @@ def write_txn_marker(
         if gc is not None:
             gc.complete_transaction(partition, producer_id, commit)
     return ErrorCode.NONE
+
+
+class InProcessMarkerChannel:
+    """This node leads every partition: the WriteTxnMarkers leader path, called directly."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def leader_known(self, tp: tuple[str, int]) -> bool:
+        info = self.broker.metadata.get(tp[0])
+        return info is not None and 0 <= tp[1] < info.partitions
+
+    async def send(self, marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
+        return {
+            tp: write_txn_marker(
+                self.broker, tp[0], tp[1], marker.producer_id, marker.producer_epoch, marker.commit,
+                marker.coordinator_epoch, marker.transaction_version,
+            )
+            for tp in marker.partitions
+        }

@@ -29,7 +29,7 @@ from broker.handlers.registry import api
 from broker.produce_validation import needs_offload, validate_payload
 from broker.quotas import user_of
 from broker.replica_manager import ProduceResult
-from coordinator.txn.verification import (
+from broker.txn_verification import (
     SupportedOperation,
     add_partitions,
     not_yet_in_transaction,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from coordinator.group.manager import CommitPartition
-from coordinator.txn.group_offsets import add_offsets_partition, commit_transactional_offsets
+from coordinator.group.txn_offsets import add_offsets_partition, commit_transactional_offsets
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response
 
@@ -54,8 +54,9 @@ def handle(ctx, req):
 
 
 async def _add_then_commit(ctx, req, errors, to_commit):
-    code = await add_offsets_partition(ctx.broker, req.group_id, req.transactional_id, req.producer_id,
-                                       req.producer_epoch)
+    gc = ctx.broker.group_coordinator
+    code = ErrorCode.NONE if gc is None else await add_offsets_partition(
+        gc, req.group_id, req.transactional_id, req.producer_id, req.producer_epoch)
     if code != ErrorCode.NONE:
         errors.update({(t, p.partition): code for t, parts in to_commit for p in parts})
         to_commit = []
@@ -65,9 +66,11 @@ async def _add_then_commit(ctx, req, errors, to_commit):
 def _commit(ctx, req, errors, to_commit):
     v = ctx.api_version
     broker = ctx.broker
-    if to_commit:
+    if to_commit and broker.group_coordinator is None:
+        errors.update({(t, p.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, parts in to_commit for p in parts})
+    elif to_commit:
         errors.update(commit_transactional_offsets(
-            broker, req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
+            broker.group_coordinator, req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
             req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
             req.generation_id_or_member_epoch if v >= 3 else -1, to_commit, v,
         ))

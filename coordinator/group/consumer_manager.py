@@ -42,6 +42,7 @@ from coordinator.group.consumer_group import (
     MemberState,
     reconcile,
 )
+from coordinator.group.group import parse_subscription_topics
 from protocol.errors import ErrorCode, KafkaError
 
 log = structlog.get_logger(__name__)
@@ -730,8 +731,6 @@ def _not_upgradable(classic, joining: bool) -> str:
 
 
 def _valid_subscriptions(classic) -> bool:
-    from coordinator.group.group import parse_subscription_topics
-
     try:
         for m in classic.members.values():
             parse_subscription_topics(m.metadata(classic.protocol_name))

@@ -33,7 +33,8 @@ from protocol.record_codec import control_type, decode_records
 from storage.log_config import segment_bytes_config
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from coordinator.group.consumer_manager import Topics
+    from coordinator.runtime import CoordinatorEnv, PartitionWriter, TransactionVerifier
     from storage.log import PartitionLog
 
 log = structlog.get_logger(__name__)
@@ -84,27 +85,26 @@ class AsyncioTimer:
 class GroupCoordinator:
     """One per broker (``broker.group_coordinator``); owns every classic group."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        cfg = broker.config
+    def __init__(self, env: CoordinatorEnv, writer: PartitionWriter, topics: Topics | None = None,
+                 verifier: TransactionVerifier | None = None) -> None:
+        """``topics``: the cluster's topics (KIP-848 assignment); ``verifier``: KIP-890 for
+        transactional offset commits (``coordinator.group.txn_offsets``)."""
+        self.env = env
+        self.writer = writer
+        self.verifier = verifier
+        cfg = env.config
         self.num_partitions = int(cfg.get("offsets.topic.num.partitions"))
         self.segment_bytes = int(cfg.get("offsets.topic.segment.bytes"))
         self.retention_check_interval_ms = int(cfg.get("offsets.retention.check.interval.ms"))
         self.timer = AsyncioTimer(asyncio.get_running_loop())
-        metrics = getattr(broker, "metrics", None)
         self.manager = GroupMetadataManager(GroupConfig.from_broker(cfg.get), self.timer, self._write,
                                             partition_for=self.partition_for,
-                                            on_rebalanced=metrics.group_rebalanced if metrics is not None else None,
+                                            on_rebalanced=env.metrics.group_rebalanced,
                                             consumer_config=ConsumerGroupConfig.from_broker(cfg.get),
-                                            topics=getattr(broker, "metadata", None),
-                                            group_config=self._group_config)
+                                            topics=topics,
+                                            group_config=lambda group_id: dict(env.group_configs(group_id)))
         self.active = False
         self._tasks: list[asyncio.Task] = []
-
-    def _group_config(self, group_id: str) -> dict[str, str]:
-        """A group's dynamic configs (IncrementalAlterConfigs on a GROUP resource)."""
-        metadata = getattr(self.broker, "metadata", None)
-        return metadata.group_configs.get(group_id, {}) if metadata is not None else {}
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -133,7 +133,7 @@ class GroupCoordinator:
     async def _watch_stopping(self) -> None:
         """Answer parked JoinGroup/SyncGroup as soon as the broker starts stopping, so its
         grace period for in-flight requests is not spent waiting on a rebalance."""
-        while not self.broker.stopping:
+        while not self.env.stopping:
             await asyncio.sleep(STOP_POLL_SECONDS)
         self._unload()
 
@@ -153,10 +153,10 @@ class GroupCoordinator:
 
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` on first use; COORDINATOR_NOT_AVAILABLE if that fails."""
-        if self.broker.metadata.get(OFFSETS_TOPIC) is not None:
+        if self.writer.partitions(OFFSETS_TOPIC) is not None:
             return
         try:
-            self.broker.controller.ensure_internal_topic(
+            self.writer.ensure_internal_topic(
                 OFFSETS_TOPIC,
                 self.num_partitions,
                 {"cleanup.policy": "compact", "compression.type": "producer",
@@ -166,6 +166,14 @@ class GroupCoordinator:
             log.exception("could not create the offsets topic")
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
 
+    def offsets_log(self, group_id: str) -> PartitionLog:
+        """The log of the group's ``__consumer_offsets`` partition (created on first use)."""
+        self.ensure_offsets_topic()
+        plog = self.writer.log(OFFSETS_TOPIC, self.partition_for(group_id))
+        if plog is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        return plog
+
     def _write(self, group_id: str, records: list[Record]) -> int:
         if not self.active:
             raise KafkaError(ErrorCode.NOT_COORDINATOR)
@@ -173,7 +181,7 @@ class GroupCoordinator:
         partition = self.partition_for(group_id)
         batch = batches.build_batch(records, timestamp=int(time.time() * 1000))
         try:
-            return self.broker.replica_manager.append_internal(OFFSETS_TOPIC, partition, batch)
+            return self.writer.append(OFFSETS_TOPIC, partition, batch).first_offset
         except Exception as e:
             code = error_code_of(e)
             log.warning("group metadata write failed", group=group_id, partition=partition, error=code.name,
@@ -181,15 +189,13 @@ class GroupCoordinator:
             raise KafkaError(code, str(e)) from None
 
     def _load(self) -> int:
-        if self.broker.metadata.get(OFFSETS_TOPIC) is None:
+        if self.writer.partitions(OFFSETS_TOPIC) is None:
             return 0
         total = 0
         for p in range(self.num_partitions):
-            try:
-                plog = self.broker.replica_manager.partition_log(OFFSETS_TOPIC, p)
-            except KafkaError:
-                continue
-            total += self._load_partition(p, plog)
+            plog = self.writer.log(OFFSETS_TOPIC, p)
+            if plog is not None:
+                total += self._load_partition(p, plog)
         return total
 
     def _load_partition(self, partition: int, plog: PartitionLog) -> int:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from coordinator.txn.marker_channel import InProcessMarkerChannel, MarkerChannel, TransactionMarkerManager
+from coordinator.txn.marker_channel import MarkerChannel, TransactionMarkerManager
 from coordinator.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -44,7 +44,7 @@ from coordinator.txn.state_manager import TransactionStateManager
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from coordinator.runtime import CoordinatorEnv, PartitionWriter
 
 log = structlog.get_logger(__name__)
 
@@ -67,13 +67,13 @@ def _now_ms() -> int:
 
 
 class TransactionCoordinator:
-    """``broker.txn_coordinator``."""
+    """One per broker; owns every transactional id whose ``__transaction_state`` partition it leads."""
 
-    def __init__(self, broker: Broker, channel: MarkerChannel | None = None) -> None:
-        self.broker = broker
-        self.state_manager = TransactionStateManager(broker)
-        self.markers = TransactionMarkerManager(broker, self.state_manager, channel or InProcessMarkerChannel(broker))
-        cfg = broker.config
+    def __init__(self, env: CoordinatorEnv, writer: PartitionWriter, channel: MarkerChannel) -> None:
+        self.env = env
+        self.state_manager = TransactionStateManager(env, writer)
+        self.markers = TransactionMarkerManager(env, self.state_manager, channel)
+        cfg = env.config
         self.abort_interval_ms = int(cfg.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.expiry_interval_ms = int(cfg.get("transaction.remove.expired.transaction.cleanup.interval.ms"))
         self.active = False
@@ -145,10 +145,10 @@ class TransactionCoordinator:
     def coordinator_for(self, transactional_id: str) -> tuple[ErrorCode, int]:
         """(error, node id) of the coordinator of ``transactional_id``."""
         code = self.find_coordinator(transactional_id)
-        return code, (self.broker.node_id if code == ErrorCode.NONE else -1)
+        return code, (self.env.node_id if code == ErrorCode.NONE else -1)
 
     def _generate_producer_id(self) -> int:
-        return self.broker.producer_ids.generate()
+        return self.env.generate_producer_id()
 
     # --- InitProducerId ------------------------------------------------------------------------
 
@@ -509,7 +509,7 @@ class TransactionCoordinator:
                                                       False, False, self.state_manager.transaction_version)
             if error == ErrorCode.NONE:
                 aborted += 1
-                self.broker.metrics.txn_timed_out()
+                self.env.metrics.txn_timed_out()
             elif error in (ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.PRODUCER_FENCED,
                            ErrorCode.CONCURRENT_TRANSACTIONS):
                 log.debug("rollback of timed-out transaction cancelled", transactional_id=transactional_id,

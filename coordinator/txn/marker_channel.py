@@ -2,10 +2,11 @@
 the Complete* write (Kafka's TransactionMarkerChannelManager + completion handler).
 
 ``MarkerChannel`` is the transport: one ``send`` is one WriteTxnMarkers round trip to whoever
-leads the partitions, answering an error code per partition. ``InProcessMarkerChannel`` is the
-single-node transport; it calls ``broker.txn_markers.write_txn_marker``, the same function the
-WriteTxnMarkers handler runs, so a remote channel (a real WriteTxnMarkers request to another
-broker) could replace it without touching the coordinator.
+leads the partitions, answering an error code per partition, and ``leader_known`` says whether a
+partition still has a leader. The broker injects its single-node transport
+(``broker.txn_markers.InProcessMarkerChannel``, which runs the WriteTxnMarkers handler's own
+leader path); a remote channel (a real WriteTxnMarkers request to another broker) could replace
+it without touching the coordinator.
 
 ``TransactionMarkerManager`` owns delivery: every partition of the transaction gets its marker,
 retried with backoff until the leader acknowledges it (a deleted topic's partitions are
@@ -27,7 +28,7 @@ from coordinator.txn.state import TopicPartition, TransactionMetadata, Transacti
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from coordinator.runtime import CoordinatorEnv
     from coordinator.txn.state_manager import TransactionStateManager
 
 log = structlog.get_logger(__name__)
@@ -61,35 +62,18 @@ class MarkerChannel(Protocol):
         """Write ``marker`` to each of its partitions' leaders; one attempt, an error per partition."""
         ...
 
-
-class InProcessMarkerChannel:
-    """This node leads every partition: the WriteTxnMarkers leader path, called directly."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-
     def leader_known(self, tp: TopicPartition) -> bool:
-        info = self.broker.metadata.get(tp[0])
-        return info is not None and 0 <= tp[1] < info.partitions
-
-    async def send(self, marker: TxnMarker) -> dict[TopicPartition, ErrorCode]:
-        from broker.txn_markers import write_txn_marker
-
-        return {
-            tp: write_txn_marker(
-                self.broker, tp[0], tp[1], marker.producer_id, marker.producer_epoch, marker.commit,
-                marker.coordinator_epoch, marker.transaction_version,
-            )
-            for tp in marker.partitions
-        }
+        """False for a partition that no longer exists (its marker is skipped, as Kafka skips
+        partitions without a leader)."""
+        ...
 
 
 class TransactionMarkerManager:
-    def __init__(self, broker: Broker, state_manager: TransactionStateManager, channel: MarkerChannel) -> None:
-        self.broker = broker
+    def __init__(self, env: CoordinatorEnv, state_manager: TransactionStateManager, channel: MarkerChannel) -> None:
+        self.env = env
         self.state_manager = state_manager
         self.channel = channel
-        self.stop_before_commit_markers = str(broker.config.get(TEST_STOP_BEFORE_MARKERS) or "").lower() == "true"
+        self.stop_before_commit_markers = str(env.config.get(TEST_STOP_BEFORE_MARKERS) or "").lower() == "true"
         self._tasks: set[asyncio.Task] = set()
         self.closed = False
 
@@ -128,8 +112,7 @@ class TransactionMarkerManager:
                 return
             pending: list[TopicPartition] = []
             for tp in sorted(metadata.topic_partitions):
-                known = getattr(self.channel, "leader_known", None)
-                if known is not None and not known(tp):
+                if not self.channel.leader_known(tp):
                     log.info("skipping marker for a partition that no longer exists", transactional_id=txn_id,
                              topic=tp[0], partition=tp[1])
                     metadata.remove_partition(tp)
@@ -149,14 +132,14 @@ class TransactionMarkerManager:
                 code = results.get(tp, ErrorCode.NETWORK_EXCEPTION)
                 if code in _DONE:
                     metadata.remove_partition(tp)
-                    self.broker.metrics.marker_written("COMMIT" if commit else "ABORT")
+                    self.env.metrics.marker_written("COMMIT" if commit else "ABORT")
                 elif code in _ABANDON:
                     log.warning("transaction markers abandoned: the epoch moved on", transactional_id=txn_id,
                                 topic=tp[0], partition=tp[1], error=code.name)
                     return
                 else:
                     retry = True
-                    self.broker.metrics.marker_retry()
+                    self.env.metrics.marker_retry()
                     log.info("transaction marker not written, retrying", transactional_id=txn_id, topic=tp[0],
                              partition=tp[1], error=code.name)
             if not retry and not metadata.topic_partitions:
@@ -180,7 +163,7 @@ class TransactionMarkerManager:
                 log.info("transaction completed", transactional_id=metadata.transactional_id,
                          producer_id=complete.producer_id, producer_epoch=complete.producer_epoch, state=state)
                 if complete.txn_start_timestamp > 0:
-                    self.broker.metrics.txn_completed(state, (_now_ms() - complete.txn_start_timestamp) / 1000)
+                    self.env.metrics.txn_completed(state, (_now_ms() - complete.txn_start_timestamp) / 1000)
                 return
             if error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
                 log.info("not writing the transaction completion", transactional_id=metadata.transactional_id,

@@ -42,10 +42,11 @@ from protocol.record_codec import decode_records
 from storage.log_config import segment_bytes_config
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from coordinator.runtime import CoordinatorEnv, PartitionWriter
 
 log = structlog.get_logger(__name__)
 
+TRANSACTION_VERSION = "transaction.version"  # the feature
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 LOAD_READ_BYTES = 5 * 1024 * 1024  # transaction.state.log.load.buffer.size
 INVALID_REGULAR_EXPRESSION = 128  # Errors.INVALID_REGULAR_EXPRESSION (KIP-1152)
@@ -84,9 +85,10 @@ def map_append_error(code: ErrorCode) -> ErrorCode:
 
 
 class TransactionStateManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        cfg = broker.config
+    def __init__(self, env: CoordinatorEnv, writer: PartitionWriter) -> None:
+        self.env = env
+        self.writer = writer
+        cfg = env.config
         self.num_partitions = int(cfg.get("transaction.state.log.num.partitions"))
         self.segment_bytes = int(cfg.get("transaction.state.log.segment.bytes"))
         self.max_timeout_ms = int(cfg.get("transaction.max.timeout.ms"))
@@ -103,9 +105,7 @@ class TransactionStateManager:
         """TransactionStateManager.transactionVersionLevel(): the finalized ``transaction.version``
         (UpdateFeatures changes it), read at each use: the log value version (v1 from TV1) and the
         version the coordinator's own aborts (timeouts, fencing) run with."""
-        from broker.features import TRANSACTION_VERSION, level
-
-        return level(self.broker, TRANSACTION_VERSION)
+        return self.env.feature_level(TRANSACTION_VERSION)
 
     # --- placement and the topic --------------------------------------------------------------
 
@@ -113,14 +113,14 @@ class TransactionStateManager:
         return partition_for(transactional_id, self.num_partitions)
 
     def topic_exists(self) -> bool:
-        return self.broker.metadata.get(TRANSACTION_STATE_TOPIC) is not None
+        return self.writer.partitions(TRANSACTION_STATE_TOPIC) is not None
 
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use; every partition starts loaded and empty."""
         if self.topic_exists():
             return
         try:
-            self.broker.controller.ensure_internal_topic(
+            self.writer.ensure_internal_topic(
                 TRANSACTION_STATE_TOPIC,
                 self.num_partitions,
                 {"cleanup.policy": "compact", "compression.type": "uncompressed",
@@ -134,7 +134,7 @@ class TransactionStateManager:
             self.coordinator_epochs.setdefault(p, self._leader_epoch(p))
 
     def _leader_epoch(self, partition: int) -> int:
-        plog = self.broker.log_manager.get(TRANSACTION_STATE_TOPIC, partition)
+        plog = self.writer.log(TRANSACTION_STATE_TOPIC, partition)
         return plog.leader_epoch if plog is not None else 0
 
     def validate_transaction_timeout_ms(self, txn_timeout_ms: int) -> bool:
@@ -180,10 +180,9 @@ class TransactionStateManager:
     async def write_records(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         """Append one batch to ``__transaction_state-partition`` (the log flushes it per its
         flush settings, synchronously when ``flush.messages`` is 1)."""
-        rm = self.broker.replica_manager
         batch = batches.build_batch(records, timestamp=_now_ms())
         try:
-            rm.append_internal(TRANSACTION_STATE_TOPIC, partition, batch)
+            self.writer.append(TRANSACTION_STATE_TOPIC, partition, batch)
         except KafkaError as e:
             return map_append_error(e.code)
         except Exception:  # noqa: BLE001 - a storage failure is a coordinator error, never a crash
@@ -232,7 +231,7 @@ class TransactionStateManager:
         """Mark every existing partition as loading; ``load_partition`` each afterwards."""
         if not self.topic_exists():
             return []
-        parts = list(range(self.broker.metadata.get(TRANSACTION_STATE_TOPIC).partitions))
+        parts = list(range(self.writer.partitions(TRANSACTION_STATE_TOPIC) or 0))
         self.loading.update(parts)
         return parts
 
@@ -240,7 +239,7 @@ class TransactionStateManager:
         """Replay one partition into the cache (TransactionStateManager.loadTransactionMetadata)."""
         loaded: dict[str, TransactionMetadata] = {}
         count = 0
-        plog = self.broker.log_manager.get(TRANSACTION_STATE_TOPIC, partition)
+        plog = self.writer.log(TRANSACTION_STATE_TOPIC, partition)
         if plog is not None:
             offset = plog.log_start_offset
             end = plog.log_end_offset

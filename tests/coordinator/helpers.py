@@ -125,3 +125,52 @@ def join_result(box: Box) -> JoinResult:
 def sync_result(box: Box) -> SyncResult:
     assert box.done, "SyncGroup still parked"
     return box.value
+
+
+class FakeEnv:
+    """``coordinator.runtime.CoordinatorEnv`` with a config dict and counted metrics."""
+
+    def __init__(self, config: dict, features: dict[str, int] | None = None) -> None:
+        from types import SimpleNamespace
+
+        self.node_id = 1
+        self.config = SimpleNamespace(get=config.__getitem__)  # KeyError: the code falls back to defaults
+        self.metrics = SimpleNamespace(txn_completed=lambda *a: None, txn_timed_out=lambda: None,
+                                       marker_written=lambda *a: None, marker_retry=lambda: None,
+                                       group_rebalanced=lambda *a: None)
+        self.stopping = False
+        self.features = features or {}
+        self._next_pid = 1000
+
+    def feature_level(self, name: str) -> int:
+        return self.features.get(name, 0)
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        return {}
+
+    def generate_producer_id(self) -> int:
+        self._next_pid += 1
+        return self._next_pid
+
+
+class FakePartitionWriter:
+    """``coordinator.runtime.PartitionWriter`` over named topics with no logs (loading sees none)."""
+
+    def __init__(self, topics: dict[str, int] | None = None) -> None:
+        self.topics = dict(topics or {})
+        self.appended: list[tuple[str, int, bytes]] = []
+
+    def partitions(self, topic: str) -> int | None:
+        return self.topics.get(topic)
+
+    def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        self.topics.setdefault(name, partitions)
+
+    def log(self, topic: str, partition: int):
+        return None
+
+    def append(self, topic: str, partition: int, batch: bytearray, verification_guard: object | None = None):
+        from types import SimpleNamespace
+
+        self.appended.append((topic, partition, bytes(batch)))
+        return SimpleNamespace(first_offset=len(self.appended) - 1)

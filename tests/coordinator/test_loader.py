@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from coordinator.group import records as rec
 from coordinator.group.coordinator import GroupCoordinator
 from protocol import records as batches
+from tests.coordinator.helpers import FakeEnv, FakePartitionWriter
 
 DEFAULTS = {
     "offsets.topic.num.partitions": 50, "offsets.topic.segment.bytes": 104857600,
@@ -26,8 +25,7 @@ def commit_record(group: str, offset: int) -> tuple[bytes, bytes]:
 
 
 async def test_transactional_batches_wait_for_their_marker():
-    broker = SimpleNamespace(config=SimpleNamespace(get=DEFAULTS.__getitem__), stopping=False)
-    gc = GroupCoordinator(broker)
+    gc = GroupCoordinator(FakeEnv(DEFAULTS), FakePartitionWriter())
     gc.active = True
     p = gc.partition_for("g")
     replay(gc, p, batches.build_batch([commit_record("g", 5)], timestamp=1), 0)

@@ -206,22 +206,16 @@ def test_value_round_trip(state, parts, epoch, tv):
 # --- the state manager's view while loading ---------------------------------------------------------
 
 
-class _FakeBroker:
-    def __init__(self) -> None:
-        from types import SimpleNamespace
-
-        from broker.config import BrokerConfig
-
-        self.config = BrokerConfig({"transaction.state.log.num.partitions": "4"})
-        self.metadata = SimpleNamespace(get=lambda name: SimpleNamespace(partitions=4))
-        self.log_manager = SimpleNamespace(get=lambda topic, partition: None)
-
-
 def test_coordinator_load_in_progress_until_the_partition_is_loaded():
+    from broker.config import BrokerConfig
     from coordinator.txn.state_manager import TransactionStateManager
     from protocol.errors import ErrorCode
+    from tests.coordinator.helpers import FakeEnv, FakePartitionWriter
 
-    sm = TransactionStateManager(_FakeBroker())
+    config = BrokerConfig({"transaction.state.log.num.partitions": "4"})
+    env = FakeEnv({})
+    env.config = config
+    sm = TransactionStateManager(env, FakePartitionWriter({"__transaction_state": 4}))
     txn_id = "tx-load"
     assert sm.get_transaction_state(txn_id) == (ErrorCode.NOT_COORDINATOR, None)
     assert sm.start_loading() == [0, 1, 2, 3]

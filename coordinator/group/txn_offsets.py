@@ -15,30 +15,31 @@ group coordinator's public pieces (its groups, its OffsetStore and its record co
    producer id and epoch (origin COORDINATOR, so the partition's producer state opens a
    transaction there and holds its LSO);
 4. the offsets wait in ``OffsetStore.pending`` for that producer; the COMMIT marker landing in
-   the partition applies them, an ABORT drops them (``broker.txn_markers``), and OffsetFetch
-   with require_stable answers UNSTABLE_OFFSET_COMMIT meanwhile.
+   the partition applies them, an ABORT drops them (``GroupCoordinator.complete_transaction``,
+   called by the partition leader's marker path), and OffsetFetch with require_stable answers
+   UNSTABLE_OFFSET_COMMIT meanwhile.
+
+The partition and the KIP-890 checks are reached through the group coordinator's ports
+(``coordinator.runtime.PartitionWriter`` and ``TransactionVerifier``).
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.replica_manager import LEADER_EPOCH
 from coordinator.group import records as grouprec
 from coordinator.group.group import ClassicGroup
 from coordinator.group.manager import CommitPartition, append_error_to_response_error
 from coordinator.group.offsets import OffsetAndMetadata
 from coordinator.group.state import EMPTY
-from coordinator.txn.verification import add_partitions, txn_offset_commit_operation, verify
+from coordinator.txn.operations import txn_offset_commit_operation
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError, error_code_of
-from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from coordinator.group.coordinator import GroupCoordinator
 
 log = structlog.get_logger(__name__)
 
@@ -52,28 +53,26 @@ def _normalize(code: ErrorCode) -> ErrorCode:
 
 
 async def add_offsets_partition(
-    broker: Broker, group_id: str | None, transactional_id: str | None, producer_id: int, producer_epoch: int,
+    gc: GroupCoordinator, group_id: str | None, transactional_id: str | None, producer_id: int, producer_epoch: int,
 ) -> ErrorCode:
     """TxnOffsetCommit v5+: add the group's offsets partition to the transaction (Kafka does it
     before the commit's own checks, after the coordinator-active and group-id ones, which
     ``commit_transactional_offsets`` answers). NONE when added, already there, or left to the
     commit to answer."""
-    gc = broker.group_coordinator
-    if gc is None or not gc.active or not group_id:
+    if not gc.active or not group_id or gc.verifier is None:
         return ErrorCode.NONE
     try:
-        gc.ensure_offsets_topic()
-        plog = broker.replica_manager.partition_log(OFFSETS_TOPIC, gc.partition_for(group_id))
+        plog = gc.offsets_log(group_id)
     except KafkaError as e:
         return _normalize(e.code)
     tp = (OFFSETS_TOPIC, plog.partition)
-    errors = await add_partitions(broker, transactional_id, producer_id, producer_epoch,
-                                  {tp: (plog, rec.NO_SEQUENCE)}, retry_concurrent=False)
+    errors = await gc.verifier.add_partitions(transactional_id, producer_id, producer_epoch,
+                                              {tp: (plog, rec.NO_SEQUENCE)}, retry_concurrent=False)
     return _normalize(errors.get(tp, ErrorCode.NONE))
 
 
 def commit_transactional_offsets(
-    broker: Broker,
+    gc: GroupCoordinator,
     group_id: str | None,
     transactional_id: str | None,
     producer_id: int,
@@ -90,8 +89,7 @@ def commit_transactional_offsets(
     def all_failed(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
         return dict.fromkeys(requested, code)
 
-    gc = broker.group_coordinator
-    if gc is None or not gc.active:
+    if not gc.active:
         return all_failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not group_id:
         return all_failed(ErrorCode.INVALID_GROUP_ID)
@@ -109,12 +107,13 @@ def commit_transactional_offsets(
             manager.consumer.validate_offset_commit(consumer_group, member_id, generation_id, True, api_version)
         else:
             group.validate_offset_commit(member_id, group_instance_id, generation_id, is_transactional=True)
-        gc.ensure_offsets_topic()
-        plog = broker.replica_manager.partition_log(OFFSETS_TOPIC, gc.partition_for(group_id))
+        plog = gc.offsets_log(group_id)
     except KafkaError as e:
         return all_failed(_normalize(e.code))
-    code, guard = verify(broker, plog, transactional_id, producer_id, producer_epoch, 0,
-                         txn_offset_commit_operation(api_version))
+    code, guard = ErrorCode.NONE, None
+    if gc.verifier is not None:
+        code, guard = gc.verifier.verify(plog, transactional_id, producer_id, producer_epoch, 0,
+                                         txn_offset_commit_operation(api_version))
     if code != ErrorCode.NONE:
         return all_failed(_normalize(code))
 
@@ -133,19 +132,15 @@ def commit_transactional_offsets(
             records.append((grouprec.offset_commit_key(group_id, topic, p.partition),
                             grouprec.offset_commit_value(value.to_value())))
     if records:
-        batch = rec.build_batch(records, timestamp=int(time.time() * 1000), producer_id=producer_id,
+        batch = rec.build_batch(records, timestamp=now, producer_id=producer_id,
                                 producer_epoch=producer_epoch, base_sequence=0, transactional=True)
         try:
-            with ProducerStateLogListener.of(plog).appending(
-                AppendOrigin.COORDINATOR, verify_transactions=guard is not None, verification_guard=guard
-            ):
-                info = plog.append(batch, rec.validate_batches(batch), leader_epoch=LEADER_EPOCH, now_ms=now)
+            info = gc.writer.append(OFFSETS_TOPIC, plog.partition, batch, verification_guard=guard)
         except Exception as e:  # noqa: BLE001 - the append's error code answers every partition
             code = error_code_of(e)
             log.info("transactional offset commit rejected", group=group_id, producer_id=producer_id,
                      error=code.name, detail=str(e))
             return all_failed(_normalize(code))
-        broker.replica_manager.wake(OFFSETS_TOPIC, plog.partition)
         for i, (topic, partition, value) in enumerate(staged):
             value.record_offset = info.first_offset + i
             manager.offsets.replay(group_id, topic, partition, producer_id, value)

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from coordinator.txn.operations import SupportedOperation, produce_operation, supports_epoch_bump
 from coordinator.txn.state import TV_2
 from protocol.errors import ErrorCode, KafkaError
 from storage.producer_state import ProducerStateLogListener
@@ -45,30 +45,6 @@ if TYPE_CHECKING:
     from broker.broker import Broker
     from protocol.records import BatchInfo
     from storage.log import PartitionLog
-
-
-class SupportedOperation(IntEnum):
-    """AddPartitionsToTxnManager.TransactionSupportedOperation."""
-
-    DEFAULT_ERROR = 0  # Produce < 11, TxnOffsetCommit < 4
-    GENERIC_ERROR_SUPPORTED = 1  # Produce 11, TxnOffsetCommit 4: TRANSACTION_ABORTABLE is understood
-    ADD_PARTITION = 2  # TV2 (Produce 12+, TxnOffsetCommit 5+): the partition is added implicitly
-
-
-def produce_operation(version: int) -> SupportedOperation:
-    if version > 11:
-        return SupportedOperation.ADD_PARTITION
-    return SupportedOperation.GENERIC_ERROR_SUPPORTED if version == 11 else SupportedOperation.DEFAULT_ERROR
-
-
-def txn_offset_commit_operation(version: int) -> SupportedOperation:
-    if version > 4:
-        return SupportedOperation.ADD_PARTITION
-    return SupportedOperation.GENERIC_ERROR_SUPPORTED if version == 4 else SupportedOperation.DEFAULT_ERROR
-
-
-def supports_epoch_bump(operation: SupportedOperation) -> bool:
-    return operation == SupportedOperation.ADD_PARTITION
 
 
 def verification_enabled(broker: Broker) -> bool:
@@ -201,3 +177,22 @@ def verify_produce(
     if code == ErrorCode.NONE:
         return guard
     raise produce_error(code, operation)
+
+
+class BrokerTransactionVerifier:
+    """The group coordinator's ``coordinator.runtime.TransactionVerifier``: this module's checks,
+    against this broker's transaction coordinator."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def verify(self, plog: PartitionLog, transactional_id: str | None, producer_id: int, producer_epoch: int,
+               sequence: int, operation: int) -> tuple[ErrorCode, object | None]:
+        return verify(self.broker, plog, transactional_id, producer_id, producer_epoch, sequence,
+                      SupportedOperation(operation))
+
+    async def add_partitions(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                             targets: dict[tuple[str, int], tuple[PartitionLog, int]],
+                             retry_concurrent: bool) -> dict[tuple[str, int], ErrorCode]:
+        return await add_partitions(self.broker, transactional_id, producer_id, producer_epoch, targets,
+                                    retry_concurrent)

@@ -1,0 +1,85 @@
+"""The broker's side of ``coordinator.runtime``: what the group and transaction coordinators are
+given instead of the broker (Kafka's CoordinatorPartitionWriter and the coordinator services'
+configuration, time and metrics)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from broker.features import level
+from broker.replica_manager import LEADER_EPOCH
+from protocol import records as rec
+from protocol.errors import ErrorCode, KafkaError
+from storage.producer_state import AppendOrigin, ProducerStateLogListener
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.config import BrokerConfig
+    from broker.metrics import BrokerMetrics
+    from storage.log import AppendResult, PartitionLog
+
+
+class BrokerCoordinatorEnv:
+    """``coordinator.runtime.CoordinatorEnv`` over a broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self.node_id: int = broker.node_id
+        self.config: BrokerConfig = broker.config
+        self.metrics: BrokerMetrics = broker.metrics
+
+    @property
+    def stopping(self) -> bool:
+        return self._broker.stopping
+
+    def feature_level(self, name: str) -> int:
+        return level(self._broker, name)
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        return self._broker.metadata.group_configs.get(group_id, {})
+
+    def generate_producer_id(self) -> int:
+        producer_ids = self._broker.producer_ids
+        if producer_ids is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer ids are not available yet")
+        return producer_ids.generate()
+
+
+class BrokerPartitionWriter:
+    """``coordinator.runtime.PartitionWriter``: this node leads every partition, so a write is a
+    local append as the leader (Kafka's CoordinatorPartitionWriter.append)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def partitions(self, topic: str) -> int | None:
+        info = self._broker.metadata.get(topic)
+        return info.partitions if info is not None else None
+
+    def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        self._broker.controller.ensure_internal_topic(name, partitions, configs)
+
+    def log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._broker.log_manager.get(topic, partition)
+
+    def append(self, topic: str, partition: int, batch: bytearray,
+               verification_guard: object | None = None) -> AppendResult:
+        rm = self._broker.replica_manager
+        plog = rm.partition_log(topic, partition)
+        batches = rec.validate_batches(batch)
+        now = int(time.time() * 1000)
+        if batches[0].is_transactional:
+            with ProducerStateLogListener.of(plog).appending(
+                AppendOrigin.COORDINATOR, verify_transactions=verification_guard is not None,
+                verification_guard=verification_guard,
+            ):
+                info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now)
+        else:
+            info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=False)
+        rm.wake(topic, partition)
+        return info
+
+    def __repr__(self) -> str:
+        return "BrokerPartitionWriter()"
