@@ -12,7 +12,7 @@ from broker.features import level
 from broker.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
-from storage.producer_state import AppendOrigin, ProducerStateLogListener
+from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -71,11 +71,9 @@ class BrokerPartitionWriter:
         batches = rec.validate_batches(batch)
         now = int(time.time() * 1000)
         if batches[0].is_transactional:
-            with ProducerStateLogListener.of(plog).appending(
-                AppendOrigin.COORDINATOR, verify_transactions=verification_guard is not None,
-                verification_guard=verification_guard,
-            ):
-                info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now)
+            info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, origin=AppendOrigin.COORDINATOR,
+                               verify_transactions=verification_guard is not None,
+                               verification_guard=verification_guard)
         else:
             info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=False)
         rm.wake(topic, partition)

@@ -300,8 +300,6 @@ def partition_metrics(broker: Any) -> list[Metric]:
     lm = getattr(broker, "log_manager", None)
     if lm is None:
         return []
-    from storage.producer_state import ProducerStateLogListener
-
     labels = ["topic", "partition"]
     leo = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=labels)
     lso_start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset", labels=labels)
@@ -324,12 +322,8 @@ def partition_metrics(broker: Any) -> list[Metric]:
         leo.add_metric(key, plog.log_end_offset)
         lso_start.add_metric(key, plog.log_start_offset)
         hw.add_metric(key, high)
-        try:
-            state = ProducerStateLogListener.of(plog)
-            stable = state.last_stable_offset(plog)
-            n = state.manager.producer_id_count
-        except LookupError:
-            stable, n = high, 0
+        stable = plog.last_stable_offset
+        n = plog.producer_state.manager.producer_id_count if plog.producer_state is not None else 0
         lso.add_metric(key, stable)
         lag.add_metric(key, high - stable)
         if n:

@@ -24,7 +24,6 @@ from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.record_codec import decode_records, rebuild_batch_with_codec
 from storage.file_region import FileRegion
-from storage.producer_state import AppendOrigin, ProducerStateLogListener
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -130,13 +129,7 @@ class ReplicaManager:
             except KafkaError as e:  # answered before the log is touched: no log info
                 self.broker.metrics.produce_failed(topic)
                 return ProduceResult(e.code, error_message=e.message)
-            if guard is None:
-                result = self.append_validated(topic, partition, plog, buf, batches)
-            else:
-                with ProducerStateLogListener.of(plog).appending(
-                    AppendOrigin.CLIENT, verify_transactions=True, verification_guard=guard
-                ):
-                    result = self.append_validated(topic, partition, plog, buf, batches)
+            result = self.append_validated(topic, partition, plog, buf, batches, verification_guard=guard)
             self.broker.metrics.produced(topic, len(buf), sum(b.records_count for b in batches))
             return result
         except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
@@ -151,11 +144,14 @@ class ReplicaManager:
                                  record_errors=list(getattr(e, "record_errors", ())))
 
     def append_validated(
-        self, topic: str, partition: int, plog: PartitionLog, buf: bytearray, batches: list[rec.BatchInfo]
+        self, topic: str, partition: int, plog: PartitionLog, buf: bytearray, batches: list[rec.BatchInfo],
+        verification_guard: object | None = None,
     ) -> ProduceResult:
         now = int(time.time() * 1000)
         append_time = plog.config.message_timestamp_type == "LogAppendTime"
-        info = plog.append(buf, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=append_time)
+        info = plog.append(buf, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=append_time,
+                           verify_transactions=verification_guard is not None,
+                           verification_guard=verification_guard)
         self.wake(topic, partition)
         return ProduceResult(
             ErrorCode.NONE, info.first_offset, info.log_append_time_ms, info.log_start_offset
@@ -266,4 +262,4 @@ def _in_topic_codec(buf: bytearray | memoryview, batches: list[rec.BatchInfo],
 
 def last_stable_offset(plog: PartitionLog) -> int:
     """The LSO: the first offset of the earliest open transaction, else the high watermark."""
-    return ProducerStateLogListener.of(plog).last_stable_offset(plog)
+    return plog.last_stable_offset

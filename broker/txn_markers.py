@@ -20,7 +20,7 @@ import structlog
 from broker.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, error_code_of
-from storage.producer_state import AppendOrigin, ProducerStateLogListener
+from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -50,9 +50,8 @@ def write_txn_marker(
     batch = rec.build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                     coordinator_epoch=coordinator_epoch, timestamp=now)
     try:
-        with ProducerStateLogListener.of(plog).appending(AppendOrigin.COORDINATOR,
-                                                         transaction_version=transaction_version):
-            plog.append(batch, rec.validate_batches(batch), leader_epoch=LEADER_EPOCH, now_ms=now)
+        plog.append(batch, rec.validate_batches(batch), leader_epoch=LEADER_EPOCH, now_ms=now,
+                    origin=AppendOrigin.COORDINATOR, transaction_version=transaction_version)
     except Exception as e:  # noqa: BLE001 - the partition's error code goes back to the coordinator
         code = error_code_of(e)
         if code == ErrorCode.UNKNOWN_SERVER_ERROR:

@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING
 from coordinator.txn.operations import SupportedOperation, produce_operation, supports_epoch_bump
 from coordinator.txn.state import TV_2
 from protocol.errors import ErrorCode, KafkaError
-from storage.producer_state import ProducerStateLogListener
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -65,7 +64,7 @@ def verify(
     txn = broker.txn_coordinator
     if txn is None or not verification_enabled(broker):
         return ErrorCode.NONE, None
-    manager = ProducerStateLogListener.of(plog).manager
+    manager = plog.producer_state.manager
     if manager.has_ongoing_transaction(producer_id, producer_epoch):
         return ErrorCode.NONE, None
     state = manager.maybe_create_verification_state_entry(
@@ -94,7 +93,7 @@ def not_yet_in_transaction(
     coordinator (the first Produce of a transaction to a partition); the rest append at once."""
     return {
         tp: target for tp, target in targets.items()
-        if not ProducerStateLogListener.of(target[0]).manager.has_ongoing_transaction(producer_id, producer_epoch)
+        if not target[0].producer_state.manager.has_ongoing_transaction(producer_id, producer_epoch)
     }
 
 
@@ -123,7 +122,7 @@ async def add_partitions(
         now_ms = time.time_ns() // 1_000_000
         to_add: set[tuple[str, int]] = set()
         for tp, (plog, base_sequence) in targets.items():
-            manager = ProducerStateLogListener.of(plog).manager
+            manager = plog.producer_state.manager
             if manager.has_ongoing_transaction(producer_id, producer_epoch):
                 continue
             manager.maybe_create_verification_state_entry(producer_id, base_sequence, producer_epoch, True, now_ms)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 import structlog
 
 from protocol.errors import KafkaError
-from storage.producer_state import ProducerStateLogListener
 
 if TYPE_CHECKING:
     from storage.log_manager import LogManager
@@ -130,11 +129,8 @@ def expire_idle_producers(log_manager: LogManager, now_ms: int | None = None) ->
     now = int(time.time() * 1000) if now_ms is None else now_ms
     removed = 0
     for plog in log_manager.logs():
-        try:
-            manager = ProducerStateLogListener.of(plog).manager
-        except LookupError:
-            continue
-        removed += len(manager.remove_expired_producers(now))
+        if plog.producer_state is not None:
+            removed += len(plog.producer_state.manager.remove_expired_producers(now))
     if removed:
         log.info("expired_idle_producers", count=removed)
     return removed

@@ -338,23 +338,11 @@ def non_active_segments_from(plog: PartitionLog, start: int) -> list[LogSegment]
     return segments_overlapping(segs, start, active.base_offset)
 
 
-def last_stable_offset(plog: PartitionLog) -> int:
-    from storage.producer_state import ProducerStateLogListener
-
-    try:
-        return ProducerStateLogListener.of(plog).last_stable_offset(plog)
-    except LookupError:
-        return plog.high_watermark
-
-
 def last_records_of_active_producers(plog: PartitionLog) -> dict[int, tuple[int, int]]:
     """UnifiedLog.lastRecordsOfActiveProducers: pid -> (last data offset or -1, epoch)."""
-    from storage.producer_state import ProducerStateLogListener
-
-    try:
-        manager = ProducerStateLogListener.of(plog).manager
-    except LookupError:
+    if plog.producer_state is None:
         return {}
+    manager = plog.producer_state.manager
     return {pid: (e.last_data_offset, e.producer_epoch) for pid, e in manager.producers.items()}
 
 
@@ -383,7 +371,7 @@ def cleanable_offsets(plog: PartitionLog, last_clean_offset: int | None, now: in
         first_dirty, force = log_start, True
     else:
         first_dirty = checkpoint
-    candidates = [last_stable_offset(plog), plog.active_segment.base_offset]
+    candidates = [plog.last_stable_offset, plog.active_segment.base_offset]
     lag = max(plog.config.min_compaction_lag_ms, 0)
     if lag > 0:
         for seg in non_active_segments_from(plog, first_dirty):

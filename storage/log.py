@@ -6,9 +6,11 @@ produce buffer and write it with one ``os.write``; reads return whole batches fr
 or for a client Fetch of 64 KiB or more (``zero_copy``) a FileRegion of the file to sendfile.
 Nothing here blocks except the write itself, unless flush.messages asks for an fsync.
 
-Producer state (idempotence, transactions, LSO) is someone else's: it plugs in through
-``LogListener`` (see its docstring for the exact call points) and reads batches back with
-``iter_batches`` when it rebuilds after a restart.
+The log owns its producer state (idempotence, transactions, the LSO), as UnifiedLog owns its
+ProducerStateManager: ``append`` says who appends (``origin``) and carries the KIP-890
+verification guard, checks the batches against ``producer_state`` before writing and updates it
+after; ``last_stable_offset`` is read from it. Other observers may still hook in through
+``LogListener``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from storage.errors import (
 )
 from storage.file_region import FileRegion
 from storage.log_config import LogConfig
+from storage.producer_state import TV_UNKNOWN, AppendOrigin, LogProducerState
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -126,7 +129,7 @@ class OffsetAndTimestamp(NamedTuple):
 
 
 class LogListener:
-    """Hooks for the producer-state manager (Kafka's ProducerStateManager call points).
+    """Hooks at the producer state's call points, for other observers of a log.
 
     Subclass and override what you need, then ``log.listeners.append(obj)``. All calls happen
     synchronously on the event loop inside the log operation:
@@ -314,6 +317,9 @@ class PartitionLog:
         self._pending_flush_offset: int | None = None  # set on roll; LogManager.flush_dirty honours it
         self._dir_dirty = False  # a segment file was created since the last flush
         self.listeners: list[LogListener] = []
+        # The partition's producer state (Kafka's UnifiedLog holds its ProducerStateManager):
+        # set by ``open_producer_state``; None only for a log opened bare (tools, some tests).
+        self.producer_state: LogProducerState | None = None
         self.closed = False
         # Why the partition is offline (an I/O error left it in a state the broker cannot trust, as
         # Kafka takes a failed log dir offline): appends and reads answer KAFKA_STORAGE_ERROR until
@@ -635,12 +641,22 @@ class PartitionLog:
         leader_epoch: int = 0,
         now_ms: int | None = None,
         log_append_time: bool | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_version: int = TV_UNKNOWN,
+        verify_transactions: bool = False,
+        verification_guard: object | None = None,
     ) -> AppendResult:
-        """Append validated batches (``protocol.records.validate_batches`` output) as the leader.
+        """Append validated batches (``protocol.records.validate_batches`` output) as the leader
+        (UnifiedLog.appendAsLeader).
 
         Assigns offsets and the partition leader epoch in place in ``buf`` (and LogAppendTime
-        when asked or configured), rolls first if needed, writes once, then honours flush.messages.
-        ``batches`` must be contiguous in ``buf`` (positions relative to ``buf``).
+        when asked or configured), checks them against the producer state, rolls first if
+        needed, writes once, then honours flush.messages. ``batches`` must be contiguous in
+        ``buf`` (positions relative to ``buf``). ``origin`` says who appends (a client, the
+        coordinator's markers and records); ``transaction_version`` is the markers' (WriteTxnMarkers);
+        ``verify_transactions`` and ``verification_guard`` are KIP-890's check that a
+        transactional batch's partition is in its transaction. A retried duplicate is answered
+        with its original offsets and nothing is written.
         """
         if not batches:
             raise ValueError("append of no batches")
@@ -668,6 +684,12 @@ class PartitionLog:
             num += b.records_count
             if b.max_timestamp > max_ts:
                 max_ts = b.max_timestamp
+        if self.producer_state is not None:
+            dup = self.producer_state.before_append(buf, batches, origin, transaction_version, verify_transactions,
+                                                    verification_guard)
+            if dup is not None:  # Kafka answers a retried batch with its original offsets and timestamp
+                return AppendResult(dup.last_offset - dup.offset_delta, dup.last_offset, dup.timestamp,
+                                    self._log_start_offset, 0)
         for listener in self.listeners:
             dup = listener.before_append(self, buf, batches, now)
             if dup is not None:
@@ -696,6 +718,8 @@ class PartitionLog:
         try:
             if self.epoch_cache.latest_epoch != leader_epoch and leader_epoch >= 0:
                 self.epoch_cache.assign(leader_epoch, first_offset)
+            if self.producer_state is not None:
+                self.producer_state.after_append(self, last_offset)
             for listener in self.listeners:
                 listener.after_append(self, buf, batches, result)
         except Exception as e:
@@ -706,6 +730,25 @@ class PartitionLog:
         if self._leo - self._recovery_point >= self.config.flush_messages:
             self.flush()
         return result
+
+    def _segments_deleted(self, base_offsets: list[int]) -> None:
+        if self.producer_state is not None:
+            self.producer_state.on_segments_deleted(self, base_offsets)
+        for listener in self.listeners:
+            listener.on_segments_deleted(self, base_offsets)
+
+    def open_producer_state(self, now_ms: int, **manager_config: int) -> LogProducerState:
+        """Load (recover) this log's producer state; its hooks then run with every operation."""
+        self.producer_state = LogProducerState.open(self, now_ms, **manager_config)
+        return self.producer_state
+
+    @property
+    def last_stable_offset(self) -> int:
+        """UnifiedLog.lastStableOffset: the first offset of the earliest open transaction, else the
+        high watermark."""
+        if self.producer_state is None:
+            return self.high_watermark
+        return self.producer_state.last_stable_offset(self)
 
     def assign_leader_epoch(self, epoch: int, start_offset: int | None = None) -> None:
         """Kafka's maybeAssignEpochStartOffset (becoming leader): epoch starts at the log end."""
@@ -758,6 +801,8 @@ class PartitionLog:
             previous_base_offset=old.base_offset,
             previous_size=old.size,
         )
+        if self.producer_state is not None:
+            self.producer_state.on_roll(self, new_offset)
         for listener in self.listeners:
             listener.on_roll(self, new_offset)
         return seg
@@ -929,6 +974,8 @@ class PartitionLog:
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self._recovery_point = min(self._recovery_point, self._leo)
         log.info("log_truncated", topic=self.topic, partition=self.partition, log_end_offset=self._leo)
+        if self.producer_state is not None:
+            self.producer_state.on_truncate(self, now_ms if now_ms is not None else _wall_ms())
         for listener in self.listeners:
             listener.on_truncate(self, self._leo)
         return True
@@ -954,6 +1001,8 @@ class PartitionLog:
         self._dir_dirty = True
         self.epoch_cache.clear()
         log.info("log_truncated_fully", topic=self.topic, partition=self.partition, new_offset=new_offset)
+        if self.producer_state is not None:
+            self.producer_state.on_truncate(self, now_ms if now_ms is not None else _wall_ms())
         for listener in self.listeners:
             listener.on_truncate(self, new_offset)
 
@@ -991,6 +1040,8 @@ class PartitionLog:
                 partition=self.partition,
                 log_start_offset=offset,
             )
+            if self.producer_state is not None:
+                self.producer_state.on_log_start_offset(offset)
             for listener in self.listeners:
                 listener.on_log_start_offset(self, offset)
 
@@ -1073,8 +1124,7 @@ class PartitionLog:
                 reason=reason,
             )
         if doomed:
-            for listener in self.listeners:
-                listener.on_segments_deleted(self, [s.base_offset for s in doomed])
+            self._segments_deleted([s.base_offset for s in doomed])
 
     def replace_segments(
         self,
@@ -1144,8 +1194,7 @@ class PartitionLog:
         )
         gone = [s.base_offset for s in old if s.base_offset != cleaned.base_offset]
         if gone:
-            for listener in self.listeners:
-                listener.on_segments_deleted(self, gone)
+            self._segments_deleted(gone)
         return doomed
 
     def remove_cleaned_segments(
@@ -1178,8 +1227,7 @@ class PartitionLog:
                 reason="cleaned",
             )
         if segments:
-            for listener in self.listeners:
-                listener.on_segments_deleted(self, [s.base_offset for s in segments])
+            self._segments_deleted([s.base_offset for s in segments])
         return doomed
 
     @staticmethod
@@ -1212,6 +1260,8 @@ class PartitionLog:
         """Clean close: listeners snapshot, everything flushed, files closed."""
         if self.closed:
             return
+        if self.producer_state is not None:
+            self.producer_state.on_close(self)
         for listener in self.listeners:
             listener.on_close(self)
         self.flush()
@@ -1230,6 +1280,8 @@ class PartitionLog:
 
     def delete(self) -> None:
         """Remove the partition: close the files and delete the directory."""
+        if self.producer_state is not None:
+            self.producer_state.on_delete()
         for listener in self.listeners:
             listener.on_delete(self)
         for seg in self._segments:

@@ -25,7 +25,6 @@ from storage import checkpoints
 from storage.errors import CorruptCheckpoint, KafkaStorageError
 from storage.log import PartitionLog
 from storage.log_config import LogConfig, validate_topic_configs
-from storage.producer_state import ProducerStateLogListener
 
 log = structlog.get_logger(__name__)
 
@@ -118,16 +117,12 @@ class LogManager:
     def update_producer_state_config(self, **config: int) -> None:
         """New ProducerStateManager settings (``producer_id_expiration_ms``, a dynamic broker
         config in Kafka): for the logs opened from now on and for every open one."""
-        from storage.producer_state import ProducerStateLogListener
 
         self.producer_state_config.update(config)
         for plog in self._logs.values():
-            try:
-                manager = ProducerStateLogListener.of(plog).manager
-            except LookupError:
-                continue
-            for name, value in config.items():
-                setattr(manager, name, value)
+            if plog.producer_state is not None:
+                for name, value in config.items():
+                    setattr(plog.producer_state.manager, name, value)
 
     # --- start-up ------------------------------------------------------------------------------
 
@@ -188,7 +183,7 @@ class LogManager:
                     log_start_offset=log_starts.get(parsed, 0),
                     leader_epoch=LEADER_EPOCH,
                 )
-                ProducerStateLogListener.attach(plog, now, **self.producer_state_config)
+                plog.open_producer_state(now, **self.producer_state_config)
                 self._logs[parsed] = plog
                 self._dir_of[parsed] = d
             log.info("log_dir_loaded", log_dir=d, clean_shutdown=clean, partitions=self._count_in(d))
@@ -281,9 +276,7 @@ class LogManager:
             leader_epoch=LEADER_EPOCH,
         )
         checkpoints.fsync_dir(d)
-        ProducerStateLogListener.attach(
-            plog, now_ms if now_ms is not None else _wall_ms(), **self.producer_state_config
-        )
+        plog.open_producer_state(now_ms if now_ms is not None else _wall_ms(), **self.producer_state_config)
         self._logs[key] = plog
         self._dir_of[key] = d
         log.info("log_created", topic=topic, partition=partition, log_dir=d)
@@ -296,6 +289,9 @@ class LogManager:
         if plog is None:
             return False
         d = self._dir_of.pop(key)
+        if plog.producer_state is not None:
+            plog.producer_state.on_delete()
+            plog.producer_state = None
         for listener in plog.listeners:
             listener.on_delete(plog)
         plog.listeners.clear()

@@ -16,8 +16,9 @@ It is sans-IO except for the snapshot files: no sockets, no asyncio, no clocks (
    ``last_stable_offset`` (for the ``.txnindex`` entry of an ABORT) and ``complete_txn``, then
    ``update_map_end_offset(next offset)`` (``apply_append`` does all of step 3).
 
-``ProducerStateLogListener`` wires exactly this (plus snapshots on roll/close, rebuild on
-truncation and at open) into ``storage.log.PartitionLog``'s listener hooks.
+``LogProducerState`` is the log's side of it: ``storage.log.PartitionLog`` owns one and calls it
+at these points (plus snapshots on roll/close, rebuild on truncation and at open), as Kafka's
+UnifiedLog owns its ProducerStateManager.
 
 Deliberate differences from Kafka:
 - completed transactions are dropped at once instead of waiting in ``unreplicatedTxns`` for the
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import os
 import struct
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -68,9 +68,10 @@ from storage.snapshot_format import (
     offset_from_file_name,
     snapshot_file_name,
 )
+from storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from storage.log import AppendResult, PartitionLog
+    from storage.log import PartitionLog
 
 log = structlog.get_logger(__name__)
 
@@ -1152,63 +1153,27 @@ class ProducerStateManager:
 # --- the partition log's side ----------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class AppendContext:
-    """What ``PartitionLog.append`` cannot say itself: who is appending, and how to check it."""
+class LogProducerState:
+    """A partition log's producer state (Kafka's UnifiedLog holds its ProducerStateManager):
+    ``PartitionLog`` creates it when it opens (``open``) and calls its hooks at Kafka's call
+    points, with what the append says about itself (origin, transaction version, the KIP-890
+    verification guard). All hooks run synchronously inside the log operation."""
 
-    origin: AppendOrigin = AppendOrigin.CLIENT
-    transaction_version: int = TV_UNKNOWN  # WriteTxnMarkers' (0 for v<2): required for markers
-    verify_transactions: bool = False  # transaction.partition.verification.enable
-    verification_guard: object | None = None
-
-
-class ProducerStateLogListener:
-    """Drives a ProducerStateManager from ``storage.log.PartitionLog``'s LogListener hooks.
-
-    Duck-typed (no import of storage.log at module level), installed with ``attach``. Appends
-    other than Produce say who they are through ``appending(...)``::
-
-        with ProducerStateLogListener.of(plog).appending(AppendOrigin.COORDINATOR, transaction_version=tv):
-            plog.append(marker, rec.validate_batches(marker))
-
-    All hooks run synchronously inside the log operation, so the context and the validated
-    append cannot leak into another request's append.
-    """
+    __slots__ = ("manager", "_pending")
 
     def __init__(self, manager: ProducerStateManager) -> None:
         self.manager = manager
-        self.context = AppendContext()
         self._pending: PendingAppend | None = None
 
     @classmethod
-    def attach(cls, plog: PartitionLog, now_ms: int, **manager_config: int) -> ProducerStateLogListener:
+    def open(cls, plog: PartitionLog, now_ms: int, **manager_config: int) -> LogProducerState:
         """Recovery after ``PartitionLog.open``: drop stray snapshots, load the newest usable one,
-        replay the log after it, snapshot the result; then hook into the log."""
+        replay the log after it, snapshot the result."""
         manager = ProducerStateManager(plog.dir, **manager_config)
         manager.remove_stray_snapshots(s.base_offset for s in plog.segments)
-        listener = cls(manager)
-        listener.rebuild(plog, now_ms)
-        plog.listeners.append(listener)
-        return listener
-
-    @staticmethod
-    def of(plog: PartitionLog) -> ProducerStateLogListener:
-        for listener in plog.listeners:
-            if isinstance(listener, ProducerStateLogListener):
-                return listener
-        raise LookupError(f"no producer state attached to {plog!r}")
-
-    def appending(
-        self,
-        origin: AppendOrigin,
-        *,
-        transaction_version: int = TV_UNKNOWN,
-        verify_transactions: bool = False,
-        verification_guard: object | None = None,
-    ) -> _ContextScope:
-        return _ContextScope(
-            self, AppendContext(origin, transaction_version, verify_transactions, verification_guard)
-        )
+        state = cls(manager)
+        state.rebuild(plog, now_ms)
+        return state
 
     def last_stable_offset(self, plog: PartitionLog) -> int:
         """The LSO read_committed fetches stop at: the first open transaction, bounded by the
@@ -1246,44 +1211,28 @@ class ProducerStateLogListener:
         manager.update_map_end_offset(end)
         manager.take_snapshot()
 
-    # LogListener hooks
+    # --- the log's call points -----------------------------------------------------------------
 
     def before_append(
-        self, plog: PartitionLog, buf: bytearray | memoryview, batches: Sequence[BatchInfo], now_ms: int
-    ) -> AppendResult | None:
-        """Offsets and LogAppendTime are already in ``batches``; nothing is written yet."""
+        self, buf: bytearray | memoryview, batches: Sequence[BatchInfo], origin: AppendOrigin,
+        transaction_version: int, verify_transactions: bool, verification_guard: object | None,
+    ) -> BatchMetadata | None:
+        """Offsets and LogAppendTime are already in ``batches``; nothing is written yet. Raises
+        to refuse the append; returns the stored batch a retried duplicate is answered with."""
         self._pending = None
-        ctx = self.context
         pending = self.manager.validate_append(
-            batches,
-            buf,
-            ctx.origin,
-            transaction_version=ctx.transaction_version,
-            verify_transactions=ctx.verify_transactions,
-            verification_guard=ctx.verification_guard,
+            batches, buf, origin, transaction_version=transaction_version,
+            verify_transactions=verify_transactions, verification_guard=verification_guard,
         )
-        duplicate = pending.duplicate
-        if duplicate is not None:
-            from storage.log import AppendResult
-
-            # Kafka answers a retried batch with its original offsets and its stored timestamp.
-            return AppendResult(
-                duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, plog.log_start_offset, 0
-            )
+        if pending.duplicate is not None:
+            return pending.duplicate
         self._pending = pending
         return None
 
-    def after_append(
-        self,
-        plog: PartitionLog,
-        buf: bytearray | memoryview,
-        batches: Sequence[BatchInfo],
-        result: AppendResult,
-    ) -> None:
+    def after_append(self, plog: PartitionLog, last_offset: int) -> None:
         pending, self._pending = self._pending, None
         if pending is None:
             return
-        from storage.txn_index import AbortedTxn
 
         def index_aborted(txn: CompletedTxn, last_stable_offset: int) -> None:
             if txn.is_aborted:
@@ -1291,18 +1240,18 @@ class ProducerStateLogListener:
                     AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset)
                 )
 
-        self.manager.apply_append(pending, result.last_offset + 1, index_aborted)
+        self.manager.apply_append(pending, last_offset + 1, index_aborted)
 
     def on_roll(self, plog: PartitionLog, new_base_offset: int) -> None:
         # Kafka snapshots at every roll without fsync (a torn one fails its CRC and is skipped).
         self.manager.take_snapshot(new_base_offset, sync=False)
         self.manager.prune_snapshots(plog.log_start_offset)
 
-    def on_truncate(self, plog: PartitionLog, offset: int) -> None:
+    def on_truncate(self, plog: PartitionLog, now_ms: int) -> None:
         self._pending = None
-        self.rebuild(plog, _now_ms())
+        self.rebuild(plog, now_ms)
 
-    def on_log_start_offset(self, plog: PartitionLog, log_start_offset: int) -> None:
+    def on_log_start_offset(self, log_start_offset: int) -> None:
         self.manager.on_log_start_offset_incremented(log_start_offset)
 
     def on_segments_deleted(self, plog: PartitionLog, base_offsets: list[int]) -> None:
@@ -1313,29 +1262,8 @@ class ProducerStateLogListener:
     def on_close(self, plog: PartitionLog) -> None:
         self.manager.take_snapshot(plog.log_end_offset)
 
-    def on_delete(self, plog: PartitionLog) -> None:
+    def on_delete(self) -> None:
         self.manager.truncate_fully_and_start_at(0)
-
-
-class _ContextScope:
-    __slots__ = ("listener", "context", "previous")
-
-    def __init__(self, listener: ProducerStateLogListener, context: AppendContext) -> None:
-        self.listener = listener
-        self.context = context
-        self.previous = listener.context
-
-    def __enter__(self) -> AppendContext:
-        self.previous = self.listener.context
-        self.listener.context = self.context
-        return self.context
-
-    def __exit__(self, *exc: object) -> None:
-        self.listener.context = self.previous
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # --- snapshot file I/O ----------------------------------------------------------------------

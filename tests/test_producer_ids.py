@@ -23,7 +23,6 @@ from coordinator.producer_ids import (
 from protocol.messages import request_class
 from protocol.records import build_batch, validate_batches
 from storage.log_manager import LogManager
-from storage.producer_state import ProducerStateLogListener
 
 T0 = 1_700_000_000_000
 
@@ -143,7 +142,7 @@ def test_expire_idle_producers_keeps_open_transactions_and_recent_ones(tmp_path)
     append(1, T0)  # idle since T0
     append(2, T0 + 900)  # recent
     append(3, T0, transactional=True)  # open transaction: never expires
-    manager = ProducerStateLogListener.of(plog).manager
+    manager = plog.producer_state.manager
     assert expire_idle_producers(lm, T0 + 999) == 0
     assert expire_idle_producers(lm, T0 + 1000) == 1
     assert sorted(p.producer_id for p in manager.describe_producers()) == [2, 3]

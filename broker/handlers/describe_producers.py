@@ -18,7 +18,6 @@ from broker.handlers.registry import api
 from broker.metadata import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
-from storage.producer_state import ProducerStateLogListener
 
 Response = lazy_response(61)
 TopicResponse = Response.TopicResponse
@@ -43,7 +42,7 @@ def _partition(broker, topic: str, index: int):
     if plog is None:
         return PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  error_message=None, active_producers=[])
-    producers = ProducerStateLogListener.of(plog).manager.describe_producers()
+    producers = plog.producer_state.manager.describe_producers() if plog.producer_state is not None else []
     return PartitionResponse(
         partition_index=index, error_code=0, error_message=None,
         active_producers=[

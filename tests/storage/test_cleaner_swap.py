@@ -21,7 +21,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from protocol.records import build_batch, build_control_batch, validate_batches
 from storage.cleaner import BlockingIO, FsyncRequest
 from storage.log import PartitionLog
-from storage.producer_state import TV_0, AppendOrigin, ProducerStateLogListener
+from storage.producer_state import TV_0, AppendOrigin
 from tests.storage.helpers import decode_log, decode_txn_index
 from tests.storage.test_cleaner import T0, append, check_indexes, cleaner_for, log_records, make_log
 
@@ -44,8 +44,8 @@ def end_txn(plog, pid: int, epoch: int, commit: bool) -> None:
     buf = build_control_batch(
         producer_id=pid, producer_epoch=epoch, commit=commit, coordinator_epoch=0, timestamp=T0
     )
-    with ProducerStateLogListener.of(plog).appending(AppendOrigin.COORDINATOR, transaction_version=TV_0):
-        plog.append(buf, validate_batches(buf), now_ms=T0)
+    plog.append(buf, validate_batches(buf), now_ms=T0, origin=AppendOrigin.COORDINATOR,
+                       transaction_version=TV_0)
 
 
 def aborted_txns(plog: PartitionLog) -> list[tuple[int, int, int, int]]:

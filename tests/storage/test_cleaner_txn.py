@@ -15,7 +15,7 @@ import pytest
 
 from protocol.records import build_batch, build_control_batch, validate_batches
 from storage.log_manager import LogManager
-from storage.producer_state import TV_0, AppendOrigin, OutOfOrderSequence, ProducerStateLogListener
+from storage.producer_state import TV_0, AppendOrigin, OutOfOrderSequence
 from tests.storage.test_cleaner import (
     T0,
     append,
@@ -45,8 +45,8 @@ def end_txn(plog, pid: int, epoch: int, commit: bool):
     buf = build_control_batch(
         producer_id=pid, producer_epoch=epoch, commit=commit, coordinator_epoch=0, timestamp=T0
     )
-    with ProducerStateLogListener.of(plog).appending(AppendOrigin.COORDINATOR, transaction_version=TV_0):
-        return plog.append(buf, validate_batches(buf), now_ms=T0)
+    return plog.append(buf, validate_batches(buf), now_ms=T0, origin=AppendOrigin.COORDINATOR,
+                       transaction_version=TV_0)
 
 
 def filler(plog, n: int, tag: bytes) -> None:
@@ -164,7 +164,7 @@ def test_last_batch_of_each_producer_survives_and_restart_keeps_sequences(tmp_pa
     lm2 = LogManager([os.path.dirname(d)])
     lm2.startup(now_ms=T0)
     plog2 = lm2.get("t", 0)
-    entry = ProducerStateLogListener.of(plog2).manager.last_entry(9)
+    entry = plog2.producer_state.manager.last_entry(9)
     assert (entry.producer_epoch, entry.last_seq, entry.last_data_offset) == (3, 6, last.last_offset)
     dup = produce(plog2, 9, 3, 5, [(b"p", b"seq5"), (b"q", b"seq6")])
     assert dup.first_offset == last.first_offset  # a retry is still recognised as a duplicate
@@ -199,7 +199,7 @@ def test_producer_snapshots_of_merged_segments_go(tmp_path):
     lm, plog = make_log(tmp_path, segment_bytes=1500)
     for i in range(150):
         produce(plog, 11, 0, i, [(b"k%d" % (i % 5), b"v" * 40)])
-    manager = ProducerStateLogListener.of(plog).manager
+    manager = plog.producer_state.manager
     assert len(manager.snapshot_offsets()) >= 2
     for _ in range(3):
         for i in range(10):

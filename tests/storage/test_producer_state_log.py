@@ -1,4 +1,4 @@
-"""ProducerStateLogListener on a real PartitionLog: append, duplicates, markers, roll, close,
+"""A PartitionLog's producer state (LogProducerState): append, duplicates, markers, roll, close,
 recovery after a crash, truncation."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from storage.producer_state import (
     TV_2,
     AppendOrigin,
     InvalidProducerEpoch,
+    LogProducerState,
     OutOfOrderSequence,
-    ProducerStateLogListener,
 )
 from storage.snapshot_format import snapshot_file_name
 
@@ -43,18 +43,18 @@ def marker(plog: PartitionLog, pid: int, epoch: int, commit: bool, tv: int = TV_
     buf = build_control_batch(
         producer_id=pid, producer_epoch=epoch, commit=commit, coordinator_epoch=1, timestamp=NOW
     )
-    with ProducerStateLogListener.of(plog).appending(AppendOrigin.COORDINATOR, transaction_version=tv):
-        return plog.append(buf, validate_batches(buf), now_ms=NOW)
+    return plog.append(buf, validate_batches(buf), now_ms=NOW, origin=AppendOrigin.COORDINATOR,
+                       transaction_version=tv)
 
 
-def state(listener: ProducerStateLogListener) -> list:
+def state(listener: LogProducerState) -> list:
     m = listener.manager
     return [sorted(m.describe_producers()), m.ongoing_transactions(), m.map_end_offset]
 
 
 def test_append_duplicates_and_errors(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
-    psl = ProducerStateLogListener.attach(plog, NOW)
+    psl = plog.open_producer_state(NOW)
     r0 = produce(plog, 1, 0, 0, 3)
     r1 = produce(plog, 1, 0, 3, 2)
     assert (r0.first_offset, r0.last_offset, r1.first_offset, r1.last_offset) == (0, 2, 3, 4)
@@ -73,17 +73,17 @@ def test_append_duplicates_and_errors(tmp_path: Path) -> None:
 
 def test_transactions_txnindex_and_lso(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
-    psl = ProducerStateLogListener.attach(plog, NOW)
+    plog.open_producer_state(NOW)
     produce(plog, 1, 0, 0, 2, txn=True)  # 0-1
     produce(plog, 2, 0, 0, txn=True)  # 2
     produce(plog, 3, 0, 0)  # 3
-    assert psl.last_stable_offset(plog) == 0
-    assert plog.read(0, 1 << 20, psl.last_stable_offset(plog)).records.nbytes == 0
+    assert plog.last_stable_offset == 0
+    assert plog.read(0, 1 << 20, plog.last_stable_offset).records.nbytes == 0
     marker(plog, 1, 0, commit=False)  # 4
-    assert psl.last_stable_offset(plog) == 2
+    assert plog.last_stable_offset == 2
     assert plog.collect_aborted_txns(0, 5) == [(1, 0)]
     marker(plog, 2, 1, commit=True, tv=TV_2)  # 5
-    assert psl.last_stable_offset(plog) == plog.high_watermark == 6
+    assert plog.last_stable_offset == plog.high_watermark == 6
     with pytest.raises(ValueError):  # a marker must say which transaction version wrote it
         buf = build_control_batch(
             producer_id=2, producer_epoch=2, commit=True, coordinator_epoch=1, timestamp=NOW
@@ -96,7 +96,7 @@ def test_transactions_txnindex_and_lso(tmp_path: Path) -> None:
 def test_roll_close_and_recovery(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     plog = open_log(d)
-    psl = ProducerStateLogListener.attach(plog, NOW)
+    psl = plog.open_producer_state(NOW)
     produce(plog, 1, 0, 0, 2)
     produce(plog, 2, 0, 0, txn=True)
     plog.roll()
@@ -113,17 +113,17 @@ def test_roll_close_and_recovery(tmp_path: Path) -> None:
     assert (d / snapshot_file_name(7)).exists()  # clean shutdown snapshot at the log end
 
     plog = open_log(d)
-    assert state(ProducerStateLogListener.attach(plog, NOW)) == expected
+    assert state(plog.open_producer_state(NOW)) == expected
     plog.close_without_flush()
 
     # a crash: no shutdown snapshot, and the last roll's snapshot lost too
     (d / snapshot_file_name(7)).unlink()
     (d / snapshot_file_name(6)).unlink()
     plog = open_log(d)
-    psl = ProducerStateLogListener.attach(plog, NOW)
+    psl = plog.open_producer_state(NOW)
     assert state(psl) == expected
     assert plog.collect_aborted_txns(0, plog.log_end_offset) == aborted
-    assert psl.last_stable_offset(plog) == 5  # pid 3's transaction is still open
+    assert plog.last_stable_offset == 5  # pid 3's transaction is still open
     assert sorted(p.name for p in d.glob("*.snapshot")) == [snapshot_file_name(o) for o in (3, 6, 7)]
 
     # truncation rebuilds from the newest snapshot at or below the new end
