@@ -44,7 +44,7 @@ VOLUME ["/var/lib/kafka/data"]
 EXPOSE 9092 9404
 # A real ApiVersions round trip on the first client listener, not a port probe.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["python", "-m", "broker.healthcheck"]
+    CMD ["python", "-m", "broker.ops.healthcheck"]
 # SIGTERM is the broker's clean shutdown: in-flight requests finish, logs are flushed and
 # closed with producer snapshots and checkpoints, so the next start skips recovery.
 STOPSIGNAL SIGTERM

@@ -1,5 +1,5 @@
 import sys
 
-from broker.cli import main
+from broker.ops.cli import main
 
 sys.exit(main())

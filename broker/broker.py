@@ -17,18 +17,18 @@ from pathlib import Path
 
 import structlog
 
-from broker.config import BrokerConfig
-from broker.connection_quotas import ConnectionQuotas
-from broker.controller import Controller
+from broker.cluster.controller import Controller
+from broker.cluster.metadata import MetadataStore
+from broker.cluster.quotas import ClientQuotas
+from broker.config.broker_config import BrokerConfig
 from broker.coordinator_ports import BrokerCoordinatorEnv, BrokerPartitionWriter
-from broker.fetch_sessions import FetchSessionCache
-from broker.metadata import MetadataStore
-from broker.metrics import BrokerMetrics
-from broker.quotas import ClientQuotas
-from broker.replica_manager import ReplicaManager
-from broker.sasl import SaslSession, listener_mechanisms, plain_users
-from broker.txn_markers import InProcessMarkerChannel
-from broker.txn_verification import BrokerTransactionVerifier
+from broker.net.connection_quotas import ConnectionQuotas
+from broker.net.sasl import SaslSession, listener_mechanisms, plain_users
+from broker.ops.metrics import BrokerMetrics
+from broker.replica.fetch_sessions import FetchSessionCache
+from broker.replica.replica_manager import ReplicaManager
+from broker.replica.txn_markers import InProcessMarkerChannel
+from broker.replica.txn_verification import BrokerTransactionVerifier
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.txn.coordinator import TransactionCoordinator
 from storage import checkpoints
@@ -96,19 +96,19 @@ class Broker:
 
     async def start(self) -> None:
         from broker.handlers.registry import load_all
-        from broker.metrics_http import start_metrics
-        from broker.server import start_listeners
+        from broker.net.server import start_listeners
+        from broker.ops.metrics_http import start_metrics
 
         load_all()
         for d in self.config.log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
         self.metadata.load()
-        from broker.features import ELR_VERSION, ensure_formatted, level
+        from broker.config.features import ELR_VERSION, ensure_formatted, level
 
         ensure_formatted(self)  # the finalized features of a new cluster (kafka-storage format)
         try:  # before the logs open: they take the broker-level defaults
-            from broker.dynamic_config import check_stored, elr_safety
+            from broker.config.dynamic_config import check_stored, elr_safety
 
             if level(self, ELR_VERSION) >= 1:
                 elr_safety(self)

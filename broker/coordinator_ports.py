@@ -8,16 +8,16 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from broker.features import level
-from broker.replica_manager import LEADER_EPOCH
+from broker.config.features import level
+from broker.replica.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
 from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.broker import Broker
-    from broker.config import BrokerConfig
-    from broker.metrics import BrokerMetrics
+    from broker.config.broker_config import BrokerConfig
+    from broker.ops.metrics import BrokerMetrics
     from storage.log import AppendResult, PartitionLog
 
 

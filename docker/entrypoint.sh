@@ -5,7 +5,7 @@
 #
 #   (no arguments)          run the broker
 #   --override k=v ...      run the broker with these properties on top (any broker flag works)
-#   anything else           run that command instead (sh, python -m broker.admin_cli ..., ...)
+#   anything else           run that command instead (sh, python -m broker.ops.admin_cli ..., ...)
 #
 # Compatibility with the other Kafka images:
 #   KAFKA_CFG_<NAME> (bitnami) is read as KAFKA_<NAME>;

@@ -9,7 +9,7 @@ and checks every one; does the same once per compression codec (none, gzip, snap
 and one aborted, then checks that a read_committed consumer sees exactly the committed
 records. With ``--metrics`` it scrapes /metrics and checks the log-end-offset gauge and the
 bytes-in counter of the topic. Prints one line per step; exit 0 when all passed.
-Run from the repository root (it borrows ``broker.healthcheck`` for ApiVersions).
+Run from the repository root (it borrows ``broker.ops.healthcheck`` for ApiVersions).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Consumer, KafkaException, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from broker.healthcheck import api_versions  # noqa: E402
+from broker.ops.healthcheck import api_versions  # noqa: E402
 
 INIT_PRODUCER_ID, END_TXN = 22, 26
 

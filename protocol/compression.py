@@ -45,7 +45,7 @@ class CompressionError(KafkaError):
 
 class DecompressedTooLarge(CompressionError):
     """A payload that decompresses to more than the caller's limit (MESSAGE_TOO_LARGE: a bound of
-    this broker's, see ``broker.produce_validation.decompressed_limit``)."""
+    this broker's, see ``broker.replica.produce_validation.decompressed_limit``)."""
 
     default_code = ErrorCode.MESSAGE_TOO_LARGE
 

@@ -11,7 +11,7 @@ import pytest
 from kafka.protocol.admin import AlterClientQuotasRequest, CreateTopicsRequest, DescribeClientQuotasRequest
 from kafka.protocol.producer import ProduceRequest
 
-from broker.quotas import ClientQuotas
+from broker.cluster.quotas import ClientQuotas
 from protocol import records as rec
 from tests.broker_process import BrokerProcess
 from tests.differential.harness import build

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from broker.config import BrokerConfig
+from broker.config.broker_config import BrokerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -47,7 +47,7 @@ def test_dockerfile_is_multi_stage_slim_non_root() -> None:
     words = dict((w, a) for w, a in runtime)
     assert words["VOLUME"] == '["/var/lib/kafka/data"]'
     assert set(words["EXPOSE"].split()) == {"9092", "9404"}
-    assert "broker.healthcheck" in words["HEALTHCHECK"]
+    assert "broker.ops.healthcheck" in words["HEALTHCHECK"]
     assert words["STOPSIGNAL"] == "SIGTERM"
     assert "docker-entrypoint.sh" in words["ENTRYPOINT"]
     # no compilers or build caches in the runtime stage: wheels only, from the build stage
@@ -105,7 +105,7 @@ def entrypoint(tmp_path: Path):
 
 def _resolve(argv: list[str], env: dict[str, str]) -> BrokerConfig:
     """What ``python -m broker <argv>`` would run with, given ``env``."""
-    from broker.cli import parse_args
+    from broker.ops.cli import parse_args
 
     assert argv[:2] == ["-m", "broker"], argv
     args = parse_args(argv[2:])
@@ -149,8 +149,8 @@ def test_entrypoint_listeners_without_advertised_advertise_the_listeners(entrypo
 
 
 def test_entrypoint_runs_other_commands(entrypoint) -> None:
-    argv, _ = entrypoint(["python", "-m", "broker.admin_cli", "list-topics"])
-    assert argv == ["-m", "broker.admin_cli", "list-topics"]
+    argv, _ = entrypoint(["python", "-m", "broker.ops.admin_cli", "list-topics"])
+    assert argv == ["-m", "broker.ops.admin_cli", "list-topics"]
 
 
 # --- compose -----------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_compose_two_listeners_healthcheck_volume_and_topic_init() -> None:
     kafka = doc["services"]["kafka"]
     assert "9092:9092" in kafka["ports"] and "9404:9404" in kafka["ports"]
     assert "kafka-data:/var/lib/kafka/data" in kafka["volumes"] and "kafka-data" in doc["volumes"]
-    assert "broker.healthcheck" in " ".join(kafka["healthcheck"]["test"])
+    assert "broker.ops.healthcheck" in " ".join(kafka["healthcheck"]["test"])
     config = _service_config(kafka["environment"])
     config.validate_listeners()
     assert dict((n, (h, p)) for n, h, p in config.advertised_listeners()) == {
@@ -177,7 +177,7 @@ def test_compose_two_listeners_healthcheck_volume_and_topic_init() -> None:
     init = doc["services"]["init-topics"]
     assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
     cmd = init["command"]
-    assert cmd[:3] == ["python", "-m", "broker.admin_cli"] and "create-topic" in cmd
+    assert cmd[:3] == ["python", "-m", "broker.ops.admin_cli"] and "create-topic" in cmd
     assert cmd[cmd.index("--bootstrap") + 1] == "kafka:29092", "containers must use the INTERNAL listener"
 
 

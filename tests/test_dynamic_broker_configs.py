@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
 )
 from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
-from broker import dynamic_config
+from broker.config import dynamic_config
 from protocol.errors import KafkaError
 from tests.differential.wire import WireClient, build
 

@@ -1,10 +1,10 @@
-"""broker.fetch_sessions without a broker: contexts, epochs, incremental selection, eviction."""
+"""broker.replica.fetch_sessions without a broker: contexts, epochs, incremental selection, eviction."""
 
 from __future__ import annotations
 
 import itertools
 
-from broker.fetch_sessions import (
+from broker.replica.fetch_sessions import (
     FINAL_EPOCH,
     FetchSessionCache,
     PartitionFetch,

@@ -1,4 +1,4 @@
-"""Large Fetch answers go out with sendfile (storage.file_region, broker.socket_writer): through
+"""Large Fetch answers go out with sendfile (storage.file_region, broker.net.socket_writer): through
 the real wire they are byte for byte the log's batches, whole, in request order, also when
 requests are pipelined behind one another and around small answers."""
 

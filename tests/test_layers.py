@@ -56,5 +56,5 @@ def test_imports_point_down(package):
 def test_the_checker_sees_every_kind_of_import(tmp_path):
     sample = tmp_path / "m.py"
     sample.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from broker.broker import Broker\n"
-                      "def f():\n    import broker.server\n")
+                      "def f():\n    import broker.net.server\n")
     assert _imports(sample) == [(3, "broker", False), (5, "broker", True)]

@@ -1,4 +1,4 @@
-"""broker.logs: one renderer for structlog and stdlib logging, JSON off a TTY, console on a TTY,
+"""broker.ops.logs: one renderer for structlog and stdlib logging, JSON off a TTY, console on a TTY,
 the level applied to both, and loggers used before the final configuration not frozen."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 import pytest
 import structlog
 
-from broker import logs
+from broker.ops import logs
 
 
 class _Tty(io.StringIO):
@@ -55,7 +55,7 @@ def test_exceptions_are_one_json_line() -> None:
     try:
         raise RuntimeError("boom")
     except RuntimeError:
-        structlog.get_logger("broker.cli").exception("broker failed")
+        structlog.get_logger("broker.ops.cli").exception("broker failed")
     (line,) = _lines(out)
     assert line["level"] == "error" and "RuntimeError: boom" in line["exception"]
 
@@ -71,7 +71,7 @@ def test_console_on_a_tty() -> None:
 
 
 def test_provisional_configuration_does_not_freeze_loggers() -> None:
-    early = structlog.get_logger("broker.config")
+    early = structlog.get_logger("broker.config.broker_config")
     first = io.StringIO()
     logs.configure(stream=first, cache=False)  # what the CLI does before reading the config
     early.warning("unknown broker property ignored", property="x")

@@ -16,9 +16,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.healthcheck import api_versions
-from broker.metrics import BrokerMetrics, cleaner_metrics, group_metrics, transaction_metrics
-from broker.metrics_http import render, start_metrics
+from broker.ops.healthcheck import api_versions
+from broker.ops.metrics import BrokerMetrics, cleaner_metrics, group_metrics, transaction_metrics
+from broker.ops.metrics_http import render, start_metrics
 from tests.broker_process import BrokerProcess, free_port
 
 INIT_PRODUCER_ID, END_TXN = 22, 26
@@ -408,7 +408,7 @@ async def test_a_scraper_that_never_reads_is_cut_off(monkeypatch) -> None:
     that never read cannot keep answers (and connections) piling up."""
     from prometheus_client import CollectorRegistry, Gauge
 
-    from broker import metrics_http
+    from broker.ops import metrics_http
 
     monkeypatch.setattr(metrics_http, "_WRITE_TIMEOUT", 0.5)
     registry = CollectorRegistry()

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
+from broker.cluster.metadata import MetadataStore
 from broker.handlers import offset_fetch
-from broker.metadata import MetadataStore
 from protocol.errors import ErrorCode
 from protocol.messages import response_class
 from tests.differential.wire import build

@@ -20,8 +20,8 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
-from broker.sasl import AuthenticationFailed, PlainServer, ScramServer, plain_users
-from broker.scram_credentials import derive
+from broker.cluster.scram_credentials import derive
+from broker.net.sasl import AuthenticationFailed, PlainServer, ScramServer, plain_users
 from tests.broker_process import BrokerProcess, free_port
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '

@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from broker import scram_credentials as sc
+from broker.cluster import scram_credentials as sc
 
 
 def test_derived_keys_complete_rfc_7677_exchange() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import socket
 
-from broker.config import BrokerConfig
-from broker.server import _set_buffer_sizes
+from broker.config.broker_config import BrokerConfig
+from broker.net.server import _set_buffer_sizes
 
 
 class _Config(dict):

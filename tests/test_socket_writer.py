@@ -11,7 +11,7 @@ import threading
 import pytest
 import uvloop
 
-from broker.socket_writer import ShortFileRegion, SocketWriter
+from broker.net.socket_writer import ShortFileRegion, SocketWriter
 from storage.file_region import FileRegion
 
 

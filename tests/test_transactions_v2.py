@@ -185,7 +185,7 @@ def test_transaction_version_property_levels(tmp_path):
 
 
 def test_transaction_version_out_of_range_is_a_configuration_error():
-    from broker.config import BrokerConfig
+    from broker.config.broker_config import BrokerConfig
     from coordinator.txn.state_manager import transaction_version_level
 
     assert transaction_version_level(BrokerConfig({})) == 2
@@ -537,7 +537,7 @@ class InProcessBroker:
 
     def __init__(self, data_dir: Path) -> None:
         from broker.broker import Broker
-        from broker.config import BrokerConfig
+        from broker.config.broker_config import BrokerConfig
 
         self.port = free_port()
         self.broker = Broker(BrokerConfig({"listeners": f"PLAINTEXT://127.0.0.1:{self.port}",

@@ -4,15 +4,15 @@
 Each entry names an entity (user and/or client-id, or an ip; a null name is the default entity)
 and operations (a key and a value, or a removal). An entry is applied whole or not at all and
 answers its own error; ``validate_only`` checks without applying. Accepted quotas are persisted
-with the cluster metadata and enforced for Produce and Fetch (broker/quotas.py).
+with the cluster metadata and enforced for Produce and Fetch (broker/cluster/quotas.py).
 """
 
 from __future__ import annotations
 
 import ipaddress
 
+from broker.cluster.quotas import CLIENT_ID, CLIENT_KEYS, IP, IP_KEYS, USER, entity_key
 from broker.handlers.registry import api
-from broker.quotas import CLIENT_ID, CLIENT_KEYS, IP, IP_KEYS, USER, entity_key
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
 

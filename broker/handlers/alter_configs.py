@@ -3,12 +3,12 @@
 The request's config list REPLACES the resource's whole set (Kafka's semantics, which is why
 IncrementalAlterConfigs exists); kafka-python's admin ``alter_configs`` uses it. For a topic, its
 overrides; for a broker (its id, or "" for the cluster default), its dynamic configs
-(broker.dynamic_config); for a group (type 32), its overrides (broker.group_configs).
+(broker.config.dynamic_config); for a group (type 32), its overrides (broker.config.group_configs).
 """
 
 from __future__ import annotations
 
-from broker import dynamic_config, group_configs
+from broker.config import dynamic_config, group_configs
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
@@ -35,7 +35,7 @@ def handle(ctx, req):
                 dynamic_config.alter(broker, r.resource_name, configs, req.validate_only)
                 results.append(Result(error_code=0, error_message=None, **base))
                 continue
-            if r.resource_type == RESOURCE_GROUP:  # the group's whole set of overrides (broker.group_configs)
+            if r.resource_type == RESOURCE_GROUP:  # the group's whole set of overrides (broker.config.group_configs)
                 if len({c.name for c in r.configs}) != len(r.configs):
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
                 nulls = [c.name for c in r.configs if c.value is None]

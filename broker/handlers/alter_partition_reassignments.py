@@ -9,7 +9,7 @@ which already holds the partition, so an accepted reassignment is complete at on
 
 from __future__ import annotations
 
-from broker.controller import deadline_passed
+from broker.cluster.controller import deadline_passed
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response

@@ -5,7 +5,7 @@ the answer; ``validate_only`` does not exist in this API."""
 
 from __future__ import annotations
 
-from broker import scram_credentials
+from broker.cluster import scram_credentials
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response

@@ -16,11 +16,11 @@ Features (v3+), as Kafka's ApiVersionsResponse.createApiVersionsResponse builds 
 - SupportedFeatures: ``metadata.version`` 7-30, ``transaction.version`` 0-2 and
   ``eligible.leader.replicas.version`` 0-1 (Apache Kafka 4.3.1's ranges). For requests below v4 the features whose minimum is 0 are left out
   (KAFKA-17492), so v3 carries only ``metadata.version``.
-- FinalizedFeatures: the cluster's finalized levels (broker.features; UpdateFeatures changes
+- FinalizedFeatures: the cluster's finalized levels (broker.config.features; UpdateFeatures changes
   them): at first start ``group.version`` 1, ``metadata.version`` 30, ``transaction.version``
   from the broker property (default 2) and ``eligible.leader.replicas.version`` 1 (KIP-966: on
   one node the ELR lists stay empty; what it changes is that min.insync.replicas lives at the
-  cluster level, see broker.dynamic_config). A feature at level 0 is not listed; each has min =
+  cluster level, see broker.config.dynamic_config). A feature at level 0 is not listed; each has min =
   max = level. FinalizedFeaturesEpoch starts at ``FINALIZED_FEATURES_EPOCH`` and grows with every
   UpdateFeatures (Kafka's is the metadata log offset of the features: the Java producer ignores
   the features of an answer whose epoch is not above the last one it saw, starting at -1, and
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import re
 
-from broker import features as feature_levels
+from broker.config import features as feature_levels
 from broker.handlers.registry import HANDLERS, api
 from coordinator.txn.state_manager import MAX_TRANSACTION_VERSION
 from protocol.errors import ErrorCode
@@ -54,7 +54,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 # its latest production level).
 METADATA_VERSION_MIN, METADATA_VERSION = 7, 30
 # eligible.leader.replicas.version, finalized at 1 as Kafka 4.3.1 formats it: on one node the ELR
-# lists stay empty, and min.insync.replicas lives at the cluster level (broker.dynamic_config).
+# lists stay empty, and min.insync.replicas lives at the cluster level (broker.config.dynamic_config).
 ELR_VERSION = 1
 # group.version 1: the KIP-848 consumer group protocol (ConsumerGroupHeartbeat) is on.
 GROUP_VERSION = 1

@@ -11,7 +11,7 @@ group is UNSUPPORTED_VERSION, as Kafka's KafkaApis answers while the consumer pr
 
 from __future__ import annotations
 
-from broker.features import GROUP_VERSION, level
+from broker.config.features import GROUP_VERSION, level
 from broker.handlers.describe_groups import GROUP_OPERATIONS
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode

@@ -10,7 +10,7 @@ carry Kafka's messages; see coordinator/group/consumer_manager.py. With ``group.
 
 from __future__ import annotations
 
-from broker.features import GROUP_VERSION, level
+from broker.config.features import GROUP_VERSION, level
 from broker.handlers.join_group import client_address
 from broker.handlers.registry import api
 from coordinator.group.consumer_manager import HeartbeatRequest

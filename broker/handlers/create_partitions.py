@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.controller import MAX_RECORDS_PER_BATCH, deadline_passed
+from broker.cluster.controller import MAX_RECORDS_PER_BATCH, deadline_passed
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response

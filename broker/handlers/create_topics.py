@@ -16,7 +16,7 @@ import asyncio
 import uuid
 from collections import Counter
 
-from broker.controller import MAX_RECORDS_PER_BATCH, deadline_passed
+from broker.cluster.controller import MAX_RECORDS_PER_BATCH, deadline_passed
 from broker.handlers.describe_configs import topic_config_entries
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.controller import deadline_passed
+from broker.cluster.controller import deadline_passed
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response

@@ -9,8 +9,8 @@ types; strict ones only entities with exactly those types.
 
 from __future__ import annotations
 
+from broker.cluster.quotas import CLIENT_ID, IP, USER
 from broker.handlers.registry import api
-from broker.quotas import CLIENT_ID, IP, USER
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response
 

@@ -5,17 +5,17 @@ property it derives from when set (this broker's dynamic config, the cluster's d
 then the static property), else Kafka's default (DEFAULT_CONFIG); ``include_synonyms`` lists
 that chain. Broker values list the same layers, and the cluster-default resource ("") lists the
 dynamic defaults that are set. A group (type 32) lists every group config Kafka has: the group's
-override (GROUP_CONFIG), else the broker's group.* value it derives from (broker.group_configs).
+override (GROUP_CONFIG), else the broker's group.* value it derives from (broker.config.group_configs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker import dynamic_config, group_configs
-from broker.config import BROKER_CONFIGS
+from broker.cluster.metadata import validate_topic_name
+from broker.config import dynamic_config, group_configs
+from broker.config.broker_config import BROKER_CONFIGS
 from broker.handlers.registry import api
-from broker.metadata import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
 from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_config_value

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.context import RawResponse
 from broker.handlers.registry import api
+from broker.net.context import RawResponse
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response
 from protocol.repeated import encode_last_array

@@ -14,8 +14,8 @@ As Kafka 4.3.1's KafkaApis.handleDescribeProducersRequest / ReplicaManager.activ
 
 from __future__ import annotations
 
+from broker.cluster.metadata import validate_topic_name
 from broker.handlers.registry import api
-from broker.metadata import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
 

@@ -2,7 +2,7 @@
 
 ``kafka-metadata-quorum.sh describe --status/--replication`` asks for it. Kafka answers from its
 ``__cluster_metadata`` Raft log; this one process is broker and controller and keeps its metadata in
-files (broker/metadata.py), so the answer is the one a single-node KRaft cluster gives, with values that
+files (broker/cluster/metadata.py), so the answer is the one a single-node KRaft cluster gives, with values that
 mean the same here:
 
 - leader and only voter: this node (``node.id``), with the ``directory.id`` of the first log dir's
@@ -17,7 +17,7 @@ mean the same here:
   step back. Unlike Kafka's it also advances while the broker is down.
 - timestamps: now, as Kafka's leader reports for itself (last fetch and last caught-up).
 - v2 Nodes: this node's listeners. Kafka lists its CONTROLLER listener; ours serves no separate
-  CONTROLLER listener (broker/server.py skips it) and answers controller APIs on its client listeners,
+  CONTROLLER listener (broker/net/server.py skips it) and answers controller APIs on its client listeners,
   so those are listed, with the advertised host and port as DescribeCluster gives them.
 
 A request for anything but the single partition ``__cluster_metadata``-0 gets UNKNOWN_TOPIC_OR_PARTITION

@@ -14,9 +14,9 @@ empty name fails it with UNKNOWN_SERVER_ERROR, as Kafka 4.3.1 answers both.
 
 from __future__ import annotations
 
+from broker.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
 from broker.handlers.metadata import TOPIC_OPERATIONS
 from broker.handlers.registry import api
-from broker.metadata import INTERNAL_TOPICS, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from broker import scram_credentials
+from broker.cluster import scram_credentials
 from broker.handlers.registry import api
 from protocol.messages import lazy_response
 

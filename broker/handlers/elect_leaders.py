@@ -9,7 +9,7 @@ partition, and Kafka then reports only the elections it did (none): each topic w
 
 from __future__ import annotations
 
-from broker.controller import deadline_passed
+from broker.cluster.controller import deadline_passed
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response

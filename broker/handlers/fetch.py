@@ -6,9 +6,9 @@ with the aborted transactions overlapping the returned range). The response is b
 with data returns at least one whole batch, however large, so a consumer never stalls. When
 less than ``min_bytes`` is available the request parks until an append to one of its
 partitions or ``max_wait_ms``. v7+ fetches may use incremental fetch sessions (KIP-227,
-``broker.fetch_sessions``): which partitions are read and which are answered then comes from
+``broker.replica.fetch_sessions``): which partitions are read and which are answered then comes from
 the session. Large reads are FileRegions, sent from the segment file with sendfile as Kafka
-sends its FileRecords (``broker.socket_writer``).
+sends its FileRecords (``broker.net.socket_writer``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.context import RawResponse
-from broker.fetch_sessions import FetchContext, PartitionFetch
+from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
-from broker.quotas import user_of
+from broker.net.context import RawResponse
+from broker.replica.fetch_sessions import FetchContext, PartitionFetch
 from protocol.errors import ErrorCode
 from protocol.fetch_codec import (
     FetchPartitionResponse,

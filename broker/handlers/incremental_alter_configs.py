@@ -1,17 +1,17 @@
 """IncrementalAlterConfigs (key 44), v0-1, for topic configs, dynamic broker configs and group
-configs (type 32, broker.group_configs).
+configs (type 32, broker.config.group_configs).
 
 Operations: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) for list-typed configs. The new
 set is validated as a whole before anything changes; ``validate_only`` changes nothing. A broker
-resource is this broker's id, or "" for the cluster-wide default (broker.dynamic_config).
+resource is this broker's id, or "" for the cluster-wide default (broker.config.dynamic_config).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker import dynamic_config, group_configs
-from broker.config import BROKER_CONFIGS
+from broker.config import dynamic_config, group_configs
+from broker.config.broker_config import BROKER_CONFIGS
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response

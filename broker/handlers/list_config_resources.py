@@ -3,7 +3,7 @@
 
 v0 lists client-metrics subscriptions only; v1 lists the types asked for (all supported ones when
 none are) in Kafka's order: groups, client metrics, broker loggers, brokers, topics. Groups are those
-with dynamic configs (broker.group_configs; a group without any is not listed, as in Kafka). This
+with dynamic configs (broker.config.group_configs; a group without any is not listed, as in Kafka). This
 broker keeps no client-metrics subscriptions (IncrementalAlterConfigs refuses them), so that list is
 empty. A type Kafka cannot list is UNSUPPORTED_VERSION for the request, as Kafka answers.
 """

@@ -11,7 +11,7 @@ gets UNSUPPORTED_VERSION, as from Kafka.
 from __future__ import annotations
 
 from broker.handlers.registry import api
-from broker.replica_manager import ISOLATION_READ_COMMITTED, LEADER_EPOCH, last_stable_offset
+from broker.replica.replica_manager import ISOLATION_READ_COMMITTED, LEADER_EPOCH, last_stable_offset
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.messages import lazy_response
 

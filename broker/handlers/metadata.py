@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import uuid
 
-from broker.context import RawResponse
-from broker.controller import CLUSTER_METADATA_TOPIC
+from broker.cluster.controller import CLUSTER_METADATA_TOPIC
+from broker.cluster.metadata import INTERNAL_TOPICS, TopicInfo, validate_topic_name
 from broker.handlers.registry import api
-from broker.metadata import INTERNAL_TOPICS, TopicInfo, validate_topic_name
+from broker.net.context import RawResponse
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response
 

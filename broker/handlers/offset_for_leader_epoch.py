@@ -7,7 +7,7 @@ partition's ``leader-epoch-checkpoint``; an epoch we never had answers the next 
 from __future__ import annotations
 
 from broker.handlers.registry import api
-from broker.replica_manager import LEADER_EPOCH
+from broker.replica.replica_manager import LEADER_EPOCH
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.messages import lazy_response
 

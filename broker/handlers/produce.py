@@ -16,7 +16,7 @@ add_partitions``, retried on CONCURRENT_TRANSACTIONS for up to 100 ms), then is 
 verified; v11 and below need the client's AddPartitionsToTxn (KIP-890 verification only). The
 plain (non-transactional) path stays synchronous, unless a partition carries a large compressed
 batch: that one is validated (decompressed, every record read) in a worker thread first
-(``broker.produce_validation``), so it cannot hold the event loop the other clients share.
+(``broker.replica.produce_validation``), so it cannot hold the event loop the other clients share.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 
-from broker.context import NO_RESPONSE, RawResponse
+from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
-from broker.produce_validation import needs_offload, validate_payload
-from broker.quotas import user_of
-from broker.replica_manager import ProduceResult
-from broker.txn_verification import (
+from broker.net.context import NO_RESPONSE, RawResponse
+from broker.replica.produce_validation import needs_offload, validate_payload
+from broker.replica.replica_manager import ProduceResult
+from broker.replica.txn_verification import (
     SupportedOperation,
     add_partitions,
     not_yet_in_transaction,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.messages import API_MODULES, NEWER_ONLY, request_class, response_class
 
 if TYPE_CHECKING:
-    from broker.context import RequestContext
+    from broker.net.context import RequestContext
 
 Handler = Callable[["RequestContext", Any], Any | Awaitable[Any]]
 

@@ -9,9 +9,9 @@ during SASL handshake"); elsewhere, or once authenticated: ILLEGAL_SASL_STATE.
 
 from __future__ import annotations
 
-from broker.dispatch import CloseConnection
 from broker.handlers.registry import api
-from broker.sasl import AuthenticationFailed
+from broker.net.dispatch import CloseConnection
+from broker.net.sasl import AuthenticationFailed
 from protocol.errors import ErrorCode
 from protocol.messages import lazy_response
 

@@ -1,6 +1,6 @@
 """UpdateFeatures (key 57), v0-2: change finalized feature levels (``kafka-features.sh
 upgrade/downgrade``), validated as Kafka 4.3.1's QuorumController/FeatureControlManager do
-(broker.features): the whole request is applied or nothing is, and the first failing feature
+(broker.config.features): the whole request is applied or nothing is, and the first failing feature
 (in Java HashMap order) fails it with a top-level INVALID_UPDATE_VERSION. v0-1 list a NONE result
 per requested feature on success (none on failure), v2 only the top-level error. v0's
 AllowDowngrade is ignored, as Kafka's is: every v0 update is an upgrade (the UpgradeType default).
@@ -10,7 +10,7 @@ AllowDowngrade is ignored, as Kafka's is: every v0 update is an upgrade (the Upg
 
 from __future__ import annotations
 
-from broker import features
+from broker.config import features
 from broker.handlers.registry import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import lazy_response

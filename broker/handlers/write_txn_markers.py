@@ -1,7 +1,7 @@
 """WriteTxnMarkers (key 27), v1-2: the partition-leader side of the marker channel.
 
 For every marker and every partition it names, append the COMMIT/ABORT control batch with the
-coordinator epoch (``broker.txn_markers.write_txn_marker``, the same function the in-process
+coordinator epoch (``broker.replica.txn_markers.write_txn_marker``, the same function the in-process
 marker channel calls) and answer that partition's error: UNKNOWN_TOPIC_OR_PARTITION for a
 partition this node does not have, INVALID_PRODUCER_EPOCH for a stale producer epoch,
 TRANSACTION_COORDINATOR_FENCED for a stale coordinator epoch. v2 (KIP-1228, Kafka 4.2+) carries
@@ -13,7 +13,7 @@ each marker's TransactionVersion: a TV2 marker needs an epoch strictly above the
 from __future__ import annotations
 
 from broker.handlers.registry import api
-from broker.txn_markers import write_txn_marker
+from broker.replica.txn_markers import write_txn_marker
 from protocol.messages import lazy_response
 
 Response = lazy_response(27)

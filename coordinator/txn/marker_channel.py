@@ -4,7 +4,7 @@ the Complete* write (Kafka's TransactionMarkerChannelManager + completion handle
 ``MarkerChannel`` is the transport: one ``send`` is one WriteTxnMarkers round trip to whoever
 leads the partitions, answering an error code per partition, and ``leader_known`` says whether a
 partition still has a leader. The broker injects its single-node transport
-(``broker.txn_markers.InProcessMarkerChannel``, which runs the WriteTxnMarkers handler's own
+(``broker.replica.txn_markers.InProcessMarkerChannel``, which runs the WriteTxnMarkers handler's own
 leader path); a remote channel (a real WriteTxnMarkers request to another broker) could replace
 it without touching the coordinator.
 

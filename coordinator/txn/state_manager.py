@@ -9,7 +9,7 @@
   cache): a kill -9 loses nothing, and fsync follows the topic's ``flush.messages`` /
   ``log.flush.*`` settings like every other log (set ``flush.messages=1`` on the topic to fsync
   each transition; the write then waits for it).
-- Value version: the finalized ``transaction.version`` (broker.features; the broker property is
+- Value version: the finalized ``transaction.version`` (broker.config.features; the broker property is
   its level at first start, UpdateFeatures changes it) 0
   writes TransactionLogValue v0, 1 and 2 write v1 (flexible, with the previous/next producer
   ids and the client's transaction version as tagged fields); loading reads both.

@@ -1,12 +1,12 @@
 """Dynamic group configs in the KIP-848 coordinator, sans-IO: a group's consumer.heartbeat.interval.ms
 is what its members are told, and its consumer.session.timeout.ms times their sessions; other
-groups keep the broker's values. Plus broker.group_configs' validation of a group's whole set."""
+groups keep the broker's values. Plus broker.config.group_configs' validation of a group's whole set."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker import group_configs
+from broker.config import group_configs
 from coordinator.group.consumer_manager import ConsumerGroupConfig, HeartbeatRequest, session_key
 from coordinator.group.manager import GroupConfig, GroupMetadataManager
 from protocol.errors import ErrorCode, KafkaError

@@ -207,7 +207,7 @@ def test_value_round_trip(state, parts, epoch, tv):
 
 
 def test_coordinator_load_in_progress_until_the_partition_is_loaded():
-    from broker.config import BrokerConfig
+    from broker.config.broker_config import BrokerConfig
     from coordinator.txn.state_manager import TransactionStateManager
     from protocol.errors import ErrorCode
     from tests.coordinator.helpers import FakeEnv, FakePartitionWriter

@@ -51,7 +51,7 @@ def test_lazy_response_builds_nested_classes_and_versions() -> None:
 def test_broker_start_imports_no_message_class_it_does_not_serve() -> None:
     """Importing the broker and every handler builds no kafka-python class until a request needs it."""
     code = (
-        "import sys, broker.broker, broker.server\n"
+        "import sys, broker.broker, broker.net.server\n"
         "from broker.handlers.registry import load_all\n"
         "load_all()\n"
         "print(sorted(m for m in sys.modules if m.startswith('kafka.protocol.')"

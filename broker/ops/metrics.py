@@ -8,7 +8,7 @@ kinds of metric:
 * **collected on scrape**: gauges read from the live state when /metrics is asked for
   (per-partition offsets, producer ids, transactions and groups by state, marker-channel
   backlog), so nothing is updated per append. Scrapes run on the event loop thread
-  (``broker.metrics_http``), so collectors may read broker state without locks.
+  (``broker.ops.metrics_http``), so collectors may read broker state without locks.
 
 The push API (all cheap, called on the event loop)::
 

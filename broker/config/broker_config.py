@@ -237,10 +237,10 @@ class BrokerConfig:
         self._values: dict[str, Any] = dict(self._static)
 
     def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> None:
-        """Replace both dynamic layers (validated by broker.dynamic_config). Only names Kafka can change
+        """Replace both dynamic layers (validated by broker.config.dynamic_config). Only names Kafka can change
         dynamically take effect; names only this broker has (transaction.version, metrics.port) are
         unknown to Kafka, which keeps and ignores them, and so do we."""
-        from broker.dynamic_config import DYNAMIC
+        from broker.config.dynamic_config import DYNAMIC
 
         def effective(layer: Mapping[str, str]) -> dict[str, str]:
             return {n: v for n, v in layer.items() if n in DYNAMIC or n not in BROKER_CONFIGS}
@@ -428,7 +428,7 @@ class BrokerConfig:
                 raise ValueError(f"Listener {name} uses security protocol {protocol}; this broker serves "
                                  f"PLAINTEXT and SASL_PLAINTEXT only")
             if protocol == "SASL_PLAINTEXT":
-                from broker.sasl import check_listener
+                from broker.net.sasl import check_listener
 
                 check_listener(self, name)
         extra = {n for n, _h, _p in self.advertised_listeners()} - names

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.produce_validation import RequestLevelError, validate_batch, validate_request_records
-from broker.txn_verification import verify_produce
+from broker.replica.produce_validation import RequestLevelError, validate_batch, validate_request_records
+from broker.replica.txn_verification import verify_produce
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.record_codec import decode_records, rebuild_batch_with_codec

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.metadata import TopicInfo, validate_topic_name
+from broker.cluster.metadata import TopicInfo, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import InvalidConfig
 from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, LogConfig

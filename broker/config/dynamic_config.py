@@ -2,7 +2,7 @@
 resource, checked the way Kafka's DynamicBrokerConfig.validateConfigs and the controller check it.
 
 Two resources: this broker (its node id as the name) and the cluster-wide default (the empty
-name). Kafka's own catalogue (broker.kafka_broker_configs) says which names are dynamic; a name
+name). Kafka's own catalogue (broker.config.kafka_defaults) says which names are dynamic; a name
 Kafka knows as static is refused, one it does not know at all is kept (Kafka accepts those too).
 Sans-IO: the broker persists the result in the cluster metadata and applies it
 (Broker.apply_dynamic_configs).
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+from broker.config.kafka_defaults import KAFKA_BROKER_CONFIGS
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import InvalidConfig
 from storage.log_config import TOPIC_CONFIGS, parse_config
@@ -152,7 +152,7 @@ def alter(broker, resource_name: str, configs: Mapping[str, str], validate_only:
     names are all of ``configs``."""
     per_broker = resource_is_this_broker(resource_name, broker.node_id)
     validate(configs, per_broker)
-    from broker.features import ELR_VERSION, level
+    from broker.config.features import ELR_VERSION, level
 
     if level(broker, ELR_VERSION) >= 1:
         _check_elr_min_isr(per_broker, configs, set(configs) if touched is None else set(touched))
@@ -175,7 +175,7 @@ def _check_elr_min_isr(per_broker: bool, configs: Mapping[str, str], touched: se
 def elr_safety(broker) -> None:
     """Kafka's maybeGenerateElrSafetyRecords, at start-up: the cluster level gets the statically
     configured min.insync.replicas if it has none, and no broker level keeps one of its own."""
-    from broker.config import BrokerConfig
+    from broker.config.broker_config import BrokerConfig
 
     stored = broker.metadata.broker_configs
     cluster = stored.get("", {})
@@ -206,7 +206,7 @@ def check_stored(broker) -> None:
 
 
 def _trial(config, stored: Mapping[str, Mapping[str, str]], node_id: int, running) -> None:
-    from broker.config import BrokerConfig
+    from broker.config.broker_config import BrokerConfig
     from storage.cleaner import Cleaner, CleanerConfig
     from storage.log_config import validate_topic_configs
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.context import NO_RESPONSE, RawResponse, RequestContext
+from broker.cluster.quotas import user_of
 from broker.handlers.registry import HANDLERS, ApiSpec
-from broker.quotas import user_of
+from broker.net.context import NO_RESPONSE, RawResponse, RequestContext
 from protocol.headers import MalformedHeader, parse_request_header, peek_api, response_header
 from protocol.nullability import null_violation
 

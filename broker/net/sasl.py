@@ -25,7 +25,7 @@ import re
 import secrets
 from collections.abc import Callable, Mapping
 
-from broker.scram_credentials import MECHANISMS, ScramCredential
+from broker.cluster.scram_credentials import MECHANISMS, ScramCredential
 
 SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM = {name: (mech_type, algo) for mech_type, (name, algo) in MECHANISMS.items()}

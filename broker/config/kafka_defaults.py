@@ -2,7 +2,7 @@
 type it reports and whether it is dynamic (``read_only`` false: DynamicBrokerConfig.AllDynamicConfigs).
 
 Generated from a Kafka 4.3.1 broker's answer (DescribeConfigs v4, BROKER "1"). Dynamic updates
-(broker.dynamic_config) use it to tell Kafka's names apart, reject the static ones and type-check
+(broker.config.dynamic_config) use it to tell Kafka's names apart, reject the static ones and type-check
 values, including the names this broker does not model itself (SSL, SASL, remote storage).
 """
 

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.dispatch import CloseConnection, Dispatcher, Encoded
-from broker.sasl import AuthenticationFailed, SaslSession
-from broker.socket_writer import SocketWriter
+from broker.net.dispatch import CloseConnection, Dispatcher, Encoded
+from broker.net.sasl import AuthenticationFailed, SaslSession
+from broker.net.socket_writer import SocketWriter
 from protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
 from protocol.headers import MalformedHeader, peek_api
 from storage.file_region import FileRegion

@@ -67,7 +67,7 @@ class _Rate:
 
 class ClientQuotas:
     def __init__(self, store, samples: int = 11, window_s: float = 1.0) -> None:
-        self.store = store  # broker.metadata.MetadataStore: client_quotas, set_client_quotas
+        self.store = store  # broker.cluster.metadata.MetadataStore: client_quotas, set_client_quotas
         self.samples = samples
         self.window_s = window_s
         self._rates: dict[tuple[str, Entity], _Rate] = {}

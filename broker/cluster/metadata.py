@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.scram_credentials import Credentials, ScramCredential
+from broker.cluster.scram_credentials import Credentials, ScramCredential
 from protocol.errors import ErrorCode, KafkaError
 
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" would let a final newline in
@@ -93,7 +93,7 @@ class MetadataStore:
         # sorted by type -> {quota key: value}
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         # Finalized feature levels above 0 (Kafka's FeatureLevelRecords) and their epoch; empty until
-        # broker.features.ensure_formatted records the initial ones.
+        # broker.config.features.ensure_formatted records the initial ones.
         self.features: dict[str, int] = {}
         self.features_epoch = 0
         self._batch: list[dict[str, Any]] | None = None  # changes of the batch() in progress

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.replica_manager import LEADER_EPOCH
+from broker.replica.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, error_code_of
 from storage.producer_state import AppendOrigin

@@ -17,7 +17,7 @@ What each level drives here:
   UNSUPPORTED_VERSION, as Kafka's KafkaApis does when the consumer protocol is off (ApiVersions
   still lists keys 68 and 69, as Kafka's does).
 - ``eligible.leader.replicas.version``: at 1, min.insync.replicas lives at the cluster level only
-  (broker.dynamic_config); turning it on writes the same safety configs as at start-up.
+  (broker.config.dynamic_config); turning it on writes the same safety configs as at start-up.
 - ``metadata.version``: fixed at 30. Kafka 4.3.1 refuses every downgrade from 30 (each level below
   changes the metadata format) and supports nothing above, so the only accepted update is 30.
 """
@@ -153,7 +153,7 @@ def apply(broker, levels: dict[str, int]) -> None:
     store.set_features(levels, store.features_epoch + 1)
     if elr_before < 1 <= levels.get(ELR_VERSION, 0):
         # QuorumController: enabling ELR writes the min.insync.replicas safety configs
-        from broker.dynamic_config import elr_safety
+        from broker.config.dynamic_config import elr_safety
 
         elr_safety(broker)
         broker.apply_dynamic_configs()

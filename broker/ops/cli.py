@@ -13,7 +13,7 @@ import asyncio
 import signal
 import sys
 
-from broker.config import BrokerConfig
+from broker.config.broker_config import BrokerConfig
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -60,7 +60,7 @@ async def run(config: BrokerConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from broker import logs
+    from broker.ops import logs
 
     logs.configure(cache=False)  # provisional, so warnings about the configuration are rendered too
     try:

@@ -25,7 +25,7 @@ from prometheus_client.metrics_core import Metric
 
 if TYPE_CHECKING:
     from broker.broker import Broker
-    from broker.metrics import BrokerMetrics
+    from broker.ops.metrics import BrokerMetrics
 
 log = structlog.get_logger(__name__)
 
