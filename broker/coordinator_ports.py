@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from broker.broker import Broker
     from broker.config.broker_config import BrokerConfig
     from broker.ops.metrics import BrokerMetrics
-    from storage.log import AppendResult, PartitionLog
+    from storage.log.partition_log import AppendResult, PartitionLog
 
 
 class BrokerCoordinatorEnv:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from storage.log import AppendResult, PartitionLog
+    from storage.log.partition_log import AppendResult, PartitionLog
 
 TopicPartition = tuple[str, int]
 

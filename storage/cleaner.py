@@ -98,12 +98,12 @@ from protocol.records import (
 )
 from storage import checkpoints
 from storage.errors import KafkaStorageError
+from storage.log.segment import CLEANED_SUFFIX, LogSegment
+from storage.log.txn_index import AbortedTxn, TransactionIndex
 from storage.offset_map import OffsetMap
-from storage.segment import CLEANED_SUFFIX, LogSegment
-from storage.txn_index import AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
-    from storage.log import PartitionLog
+    from storage.log.partition_log import PartitionLog
     from storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)

@@ -23,7 +23,7 @@ import structlog
 
 from storage import checkpoints
 from storage.errors import CorruptCheckpoint, KafkaStorageError
-from storage.log import PartitionLog
+from storage.log.partition_log import PartitionLog
 from storage.log_config import LogConfig, validate_topic_configs
 
 log = structlog.get_logger(__name__)
@@ -292,9 +292,6 @@ class LogManager:
         if plog.producer_state is not None:
             plog.producer_state.on_delete()
             plog.producer_state = None
-        for listener in plog.listeners:
-            listener.on_delete(plog)
-        plog.listeners.clear()
         plog.close_without_flush()
         doomed = os.path.join(d, delete_dir_name(topic, partition))
         try:

@@ -59,6 +59,7 @@ from protocol.records import (
     increment_sequence,
     read_header,
 )
+from storage.log.txn_index import AbortedTxn
 from storage.snapshot_format import (
     SNAPSHOT_SUFFIX,
     CorruptSnapshot,
@@ -68,10 +69,9 @@ from storage.snapshot_format import (
     offset_from_file_name,
     snapshot_file_name,
 )
-from storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from storage.log import PartitionLog
+    from storage.log.partition_log import PartitionLog
 
 log = structlog.get_logger(__name__)
 

@@ -10,7 +10,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from protocol.messages import response_class
 from protocol.records import build_batch
-from storage.segment import ZERO_COPY_MIN
+from storage.log.segment import ZERO_COPY_MIN
 from tests.raw_client import RawClient
 from tests.test_wire_errors import _create, _fetch_req, _produce
 

@@ -12,7 +12,7 @@ import pytest
 import uvloop
 
 from broker.net.socket_writer import ShortFileRegion, SocketWriter
-from storage.file_region import FileRegion
+from storage.log.file_region import FileRegion
 
 
 class _Transport:

@@ -27,7 +27,7 @@ from protocol.fetch_codec import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from storage.file_region import FileRegion
+from storage.log.file_region import FileRegion
 
 
 def _requested(broker, req, version: int) -> tuple[list[PartitionFetch], list[tuple]]:

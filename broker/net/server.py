@@ -31,7 +31,7 @@ from broker.net.sasl import AuthenticationFailed, SaslSession
 from broker.net.socket_writer import SocketWriter
 from protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
 from protocol.headers import MalformedHeader, peek_api
-from storage.file_region import FileRegion
+from storage.log.file_region import FileRegion
 
 if TYPE_CHECKING:
     from broker.broker import Broker

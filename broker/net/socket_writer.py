@@ -23,7 +23,7 @@ import socket
 from collections import deque
 from collections.abc import Iterable
 
-from storage.file_region import FileRegion
+from storage.log.file_region import FileRegion
 
 _IOV_MAX = 512  # buffers per writev (Linux allows 1024)
 # sendfile refused for this file or socket (an unusual filesystem): copy the region instead

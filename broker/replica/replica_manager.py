@@ -23,11 +23,11 @@ from broker.replica.txn_verification import verify_produce
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.record_codec import decode_records, rebuild_batch_with_codec
-from storage.file_region import FileRegion
+from storage.log.file_region import FileRegion
 
 if TYPE_CHECKING:
     from broker.broker import Broker
-    from storage.log import PartitionLog
+    from storage.log.partition_log import PartitionLog
     from storage.log_config import LogConfig
 
 log = structlog.get_logger(__name__)

@@ -43,7 +43,7 @@ from protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from broker.broker import Broker
     from protocol.records import BatchInfo
-    from storage.log import PartitionLog
+    from storage.log.partition_log import PartitionLog
 
 
 def verification_enabled(broker: Broker) -> bool:

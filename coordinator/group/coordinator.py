@@ -35,7 +35,7 @@ from storage.log_config import segment_bytes_config
 if TYPE_CHECKING:
     from coordinator.group.consumer_manager import Topics
     from coordinator.runtime import CoordinatorEnv, PartitionWriter, TransactionVerifier
-    from storage.log import PartitionLog
+    from storage.log.partition_log import PartitionLog
 
 log = structlog.get_logger(__name__)
 

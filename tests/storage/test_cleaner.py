@@ -36,7 +36,7 @@ from storage.cleaner import (
     LogCleaner,
 )
 from storage.errors import RecordBatchTooLarge
-from storage.log import PartitionLog
+from storage.log.partition_log import PartitionLog
 from storage.log_manager import LogManager
 from tests.storage.helpers import decode_log, read_bytes
 

@@ -1,4 +1,4 @@
-"""Crash safety of the cleaner's swap (PartitionLog.replace_segments + _clean_directory).
+"""Crash safety of the cleaner's swap (PartitionLog.replace_segments + storage.log.loader.clean_directory).
 
 The partition directory is copied at every step of a real cleaning: while the ``.cleaned``
 output is being written, and after every single rename, unlink and directory fsync of every
@@ -20,7 +20,8 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from protocol.records import build_batch, build_control_batch, validate_batches
 from storage.cleaner import BlockingIO, FsyncRequest
-from storage.log import PartitionLog
+from storage.log import loader
+from storage.log.partition_log import PartitionLog
 from storage.producer_state import TV_0, AppendOrigin
 from tests.storage.helpers import decode_log, decode_txn_index
 from tests.storage.test_cleaner import T0, append, check_indexes, cleaner_for, log_records, make_log
@@ -153,7 +154,7 @@ def test_a_crash_at_any_step_recovers_to_the_state_before_or_after_it(tmp_path):
 
     for n, (expected, step, copy) in enumerate(snapshots):
         # Trusting the files (as after a clean shutdown) is the strictest reading: only the swap
-        # recovery in _clean_directory runs, no segment is re-validated.
+        # recovery in loader.clean_directory runs, no segment is re-validated.
         recovered = PartitionLog.open(str(copy), "t", 0, plog.config, needs_recovery=False, now_ms=T0)
         try:
             assert not [n for n in os.listdir(copy) if n.endswith(LEFTOVERS)], step
@@ -197,7 +198,7 @@ def test_leftovers_of_each_phase_by_hand(tmp_path):
     write("00000000000000000000.index.swap")
     write("00000000000000000000.timeindex.swap")
     write("00000000000000000003.snapshot", b"")
-    assert PartitionLog._clean_directory(str(d)) == [0, 2, 3]
+    assert loader.clean_directory(str(d)) == [0, 2, 3]
     assert sorted(os.listdir(d)) == [
         "00000000000000000000.log",
         "00000000000000000002.log",
@@ -211,7 +212,7 @@ def test_leftovers_of_each_phase_by_hand(tmp_path):
     write("00000000000000000000.txnindex.swap")
     write("00000000000000000000.index")  # old
     write("00000000000000000002.log.deleted", old2)
-    assert PartitionLog._clean_directory(str(d)) == [0, 3]
+    assert loader.clean_directory(str(d)) == [0, 3]
     assert (d / "00000000000000000000.log").read_bytes() == new0
     assert sorted(os.listdir(d)) == [
         "00000000000000000000.index",
@@ -224,10 +225,10 @@ def test_leftovers_of_each_phase_by_hand(tmp_path):
     # Last phase interrupted: the .log is in place, an index still .swap -> finish the rename.
     (d / "00000000000000000000.txnindex").rename(d / "00000000000000000000.txnindex.swap")
     (d / "00000000000000000000.txnindex.swap").write_bytes(b"\0" * 34)
-    assert PartitionLog._clean_directory(str(d)) == [0, 3]
+    assert loader.clean_directory(str(d)) == [0, 3]
     assert (d / "00000000000000000000.txnindex").read_bytes() == b"\0" * 34
 
     # A lone index .swap with no segment at all is dropped.
     write("00000000000000000009.index.swap")
-    assert PartitionLog._clean_directory(str(d)) == [0, 3]
+    assert loader.clean_directory(str(d)) == [0, 3]
     assert not (d / "00000000000000000009.index.swap").exists()

@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from storage.offset_index import OffsetIndex
-from storage.time_index import TimeIndex
-from storage.txn_index import AbortedTxn, TransactionIndex
+from storage.log.offset_index import OffsetIndex
+from storage.log.time_index import TimeIndex
+from storage.log.txn_index import AbortedTxn, TransactionIndex
 from tests.storage.helpers import (
     decode_offset_index,
     decode_time_index,

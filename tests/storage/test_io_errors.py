@@ -11,11 +11,11 @@ import os
 import pytest
 
 from protocol.records import build_batch, validate_batches
-from storage import index_file
 from storage.errors import KafkaStorageError
-from storage.log import PartitionLog
+from storage.log import index_file
+from storage.log.partition_log import PartitionLog
+from storage.log.txn_index import AbortedTxn
 from storage.log_config import LogConfig
-from storage.txn_index import AbortedTxn
 from tests.storage.helpers import decode_log
 
 T0 = 1_700_000_000_000

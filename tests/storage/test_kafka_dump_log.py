@@ -14,9 +14,9 @@ import subprocess
 import pytest
 
 from protocol.records import build_control_batch, validate_batches
-from storage.log import PartitionLog
+from storage.log.partition_log import PartitionLog
+from storage.log.txn_index import AbortedTxn
 from storage.log_config import LogConfig
-from storage.txn_index import AbortedTxn
 from tests.storage.helpers import append_batch
 
 T0 = 1_700_000_000_000

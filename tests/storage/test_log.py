@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from protocol.records import build_batch, validate_batches
-from storage import segment as segment_mod
 from storage.errors import InvalidTimestamp, OffsetOutOfRange, PolicyViolation, RecordTooLarge
-from storage.log import AppendResult, LogListener, PartitionLog
+from storage.log import segment as segment_mod
+from storage.log.partition_log import AppendResult, PartitionLog
+from storage.log.txn_index import AbortedTxn
 from storage.log_config import LogConfig
-from storage.txn_index import AbortedTxn
 from tests.storage.helpers import append_batch, decode_log, read_bytes, read_text
 
 T0 = 1_700_000_000_000
@@ -319,34 +320,39 @@ def test_aborted_txn_index_and_committed_read(tmp_path):
     plog.close()
 
 
-class _Recorder(LogListener):
+class _Recorder:
+    """Stands in for the log's producer state and records the points the log calls it at."""
+
     def __init__(self):
         self.events = []
 
-    def before_append(self, log, buf, batches, now_ms):
+    def before_append(self, buf, batches, origin, transaction_version, verify, guard):
         self.events.append(("before", batches[0].base_offset))
-        if batches[0].producer_id == 99:
-            return AppendResult(0, 0, -1, log.log_start_offset, 1)
+        if batches[0].producer_id == 99:  # a duplicate: answered with the original batch's offsets
+            return SimpleNamespace(last_offset=0, offset_delta=0, timestamp=-1)
         return None
 
-    def after_append(self, log, buf, batches, result):
-        self.events.append(("after", result.first_offset))
+    def after_append(self, log, last_offset):
+        self.events.append(("after", last_offset))
 
     def on_roll(self, log, new_base_offset):
         self.events.append(("roll", new_base_offset))
 
-    def on_truncate(self, log, offset):
-        self.events.append(("truncate", offset))
+    def on_truncate(self, log, now_ms):
+        self.events.append(("truncate", log.log_end_offset))
+
+    def on_close(self, log):
+        self.events.append(("close", log.log_end_offset))
 
 
-def test_listener_hooks(tmp_path):
+def test_producer_state_hook_points(tmp_path):
     plog = open_log(tmp_path, LogConfig(segment_bytes=300))
     rec = _Recorder()
-    plog.listeners.append(rec)
+    plog.producer_state = rec
     append_batch(plog, 1, timestamp=T0, value_size=100)
     append_batch(plog, 1, timestamp=T0, value_size=100)
     dup = build_batch([(b"k", b"v")], timestamp=T0, producer_id=99, producer_epoch=0, base_sequence=0)
-    assert append_buf(plog, dup) == AppendResult(0, 0, -1, 0, 1)
+    assert append_buf(plog, dup) == AppendResult(0, 0, -1, 0, 0)
     assert plog.log_end_offset == 2
     plog.truncate_to(1)
     assert rec.events == [

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from storage import checkpoints as ck
-from storage import segment as segment_mod
 from storage.errors import KafkaStorageError
+from storage.log import segment as segment_mod
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager, parse_partition_dir
 from tests.storage.helpers import append_batch

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.records import build_batch, build_control_batch, validate_batches
-from storage.log import PartitionLog
+from storage.log.partition_log import PartitionLog
 from storage.log_config import LogConfig
 from storage.producer_state import (
     TV_0,

@@ -10,7 +10,7 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage.log import PartitionLog
+from storage.log.partition_log import PartitionLog
 from storage.log_config import LogConfig
 from tests.storage.helpers import (
     append_batch,

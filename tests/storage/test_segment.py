@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.records import validate_batches
-from storage.file_region import FileRegion
-from storage.segment import ZERO_COPY_MIN, LogSegment
+from storage.log.file_region import FileRegion
+from storage.log.segment import ZERO_COPY_MIN, LogSegment
 from tests.storage.helpers import (
     decode_log,
     decode_offset_index,

@@ -33,10 +33,10 @@ from protocol.records import (
     read_header,
 )
 from storage.errors import KafkaStorageError, LogSegmentOffsetOverflow, SegmentInconsistent
-from storage.file_region import FileRegion, SharedFd
-from storage.offset_index import OffsetIndex
-from storage.time_index import NO_TIMESTAMP, TimeIndex
-from storage.txn_index import AbortedTxn, TransactionIndex
+from storage.log.file_region import FileRegion, SharedFd
+from storage.log.offset_index import OffsetIndex
+from storage.log.time_index import NO_TIMESTAMP, TimeIndex
+from storage.log.txn_index import AbortedTxn, TransactionIndex
 
 log = structlog.get_logger(__name__)
 

@@ -17,7 +17,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from storage.errors import CorruptRecord, KafkaStorageError
-from storage.index_file import BufferedAppendFile
+from storage.log.index_file import BufferedAppendFile
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34

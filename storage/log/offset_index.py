@@ -14,7 +14,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from storage.errors import LogSegmentOffsetOverflow
-from storage.index_file import INT32_MAX, IndexFile
+from storage.log.index_file import INT32_MAX, IndexFile
 
 ENTRY = struct.Struct(">ii")
 ENTRY_SIZE = ENTRY.size  # 8

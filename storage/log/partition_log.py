@@ -9,16 +9,15 @@ Nothing here blocks except the write itself, unless flush.messages asks for an f
 The log owns its producer state (idempotence, transactions, the LSO), as UnifiedLog owns its
 ProducerStateManager: ``append`` says who appends (``origin``) and carries the KIP-890
 verification guard, checks the batches against ``producer_state`` before writing and updates it
-after; ``last_stable_offset`` is read from it. Other observers may still hook in through
-``LogListener``.
+after; ``last_stable_offset`` is read from it. Opening and recovery are ``storage.log.loader``'s,
+the epoch cache ``storage.log.leader_epoch``'s; every timestamp it takes without being given one
+comes from its ``clock``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import struct
-import time
 import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
@@ -28,17 +27,14 @@ from typing import NamedTuple
 import structlog
 
 from protocol.records import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     BatchInfo,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
 from storage import checkpoints
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import (
-    InconsistentTopicId,
     InvalidTimestamp,
     KafkaStorageError,
     OffsetOutOfRange,
@@ -47,52 +43,25 @@ from storage.errors import (
     RecordTooLarge,
     SegmentInconsistent,
 )
-from storage.file_region import FileRegion
-from storage.log_config import LogConfig
-from storage.producer_state import TV_UNKNOWN, AppendOrigin, LogProducerState
-from storage.segment import (
+from storage.log import loader
+from storage.log.file_region import FileRegion
+from storage.log.leader_epoch import LeaderEpochCache
+from storage.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
     LogSegment,
     TimestampAndOffset,
 )
-from storage.time_index import TimestampOffset
-from storage.txn_index import AbortedTxn
+from storage.log.time_index import TimestampOffset
+from storage.log.txn_index import AbortedTxn
+from storage.log_config import LogConfig
+from storage.producer_state import TV_UNKNOWN, AppendOrigin, LogProducerState
 
 log = structlog.get_logger(__name__)
 
 NO_TIMESTAMP = -1
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 EMPTY = memoryview(b"")
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _next_offset_of_file(path: str, base_offset: int) -> int:
-    """The offset after the last whole batch of a .log file (``base_offset`` when it has none)."""
-    nxt = base_offset
-    with open(path, "rb") as f:
-        data = f.read()
-    pos = 0
-    while len(data) - pos >= HEADER_SIZE:
-        base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
-        if length < MIN_BATCH_LENGTH or pos + length + LOG_OVERHEAD > len(data):
-            break
-        nxt = base + _LAST_DELTA.unpack_from(data, pos + 23)[0] + 1
-        pos += length + LOG_OVERHEAD
-    return nxt
-
-
-_BASE_AND_LENGTH = struct.Struct(">qi")
-_LAST_DELTA = struct.Struct(">i")
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -125,162 +94,6 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
-# --- extension point for the producer-state manager ---------------------------------------------
-
-
-class LogListener:
-    """Hooks at the producer state's call points, for other observers of a log.
-
-    Subclass and override what you need, then ``log.listeners.append(obj)``. All calls happen
-    synchronously on the event loop inside the log operation:
-
-    - ``before_append``: after size/timestamp validation and AFTER offsets, the partition leader
-      epoch and LogAppendTime were assigned in place (``batches[i].base_offset`` is final), but
-      before the roll check and the write (Kafka's analyzeAndValidateProducerState point). Raise an
-      exception with an ``error_code`` to reject the whole append, or return an AppendResult to
-      answer with it without writing (a duplicate batch); either way the log is unchanged.
-    - ``after_append``: after the write; positions of ``batches`` are relative to ``buf``. The
-      place to commit producer entries and, for an ABORT marker, call ``log.append_aborted_txn``.
-    - ``on_roll``: a new active segment was created at ``new_base_offset`` (Kafka snapshots here,
-      naming the snapshot by that offset).
-    - ``on_truncate``: the log was truncated; ``log.log_end_offset`` is the new end.
-    - ``on_log_start_offset``: the log start offset advanced (retention, DeleteRecords).
-    - ``on_segments_deleted``: these segments are gone (Kafka deletes their snapshots too).
-    - ``on_close`` / ``on_delete``: clean close (take a snapshot) / the partition is being removed.
-    """
-
-    def before_append(
-        self, log: PartitionLog, buf: bytearray | memoryview, batches: Sequence[BatchInfo], now_ms: int
-    ) -> AppendResult | None:
-        return None
-
-    def after_append(
-        self,
-        log: PartitionLog,
-        buf: bytearray | memoryview,
-        batches: Sequence[BatchInfo],
-        result: AppendResult,
-    ) -> None:
-        pass
-
-    def on_roll(self, log: PartitionLog, new_base_offset: int) -> None:
-        pass
-
-    def on_truncate(self, log: PartitionLog, offset: int) -> None:
-        pass
-
-    def on_log_start_offset(self, log: PartitionLog, log_start_offset: int) -> None:
-        pass
-
-    def on_segments_deleted(self, log: PartitionLog, base_offsets: list[int]) -> None:
-        pass
-
-    def on_close(self, log: PartitionLog) -> None:
-        pass
-
-    def on_delete(self, log: PartitionLog) -> None:
-        pass
-
-
-# --- leader epoch cache -------------------------------------------------------------------------
-
-
-class LeaderEpochCache:
-    """Kafka's LeaderEpochFileCache: (epoch, start offset) entries, persisted on every change."""
-
-    def __init__(self, path: str, entries: list[tuple[int, int]] | None = None) -> None:
-        self.path = path
-        self._entries: list[tuple[int, int]] = list(entries or [])
-        self._persisted: list[tuple[int, int]] = list(self._entries)  # what the file holds
-
-    @classmethod
-    def load(cls, path: str) -> LeaderEpochCache:
-        return cls(path, checkpoints.read_leader_epoch_checkpoint(path))
-
-    @property
-    def entries(self) -> list[tuple[int, int]]:
-        return list(self._entries)
-
-    @property
-    def latest_epoch(self) -> int | None:
-        return self._entries[-1][0] if self._entries else None
-
-    @property
-    def earliest_entry(self) -> tuple[int, int] | None:
-        return self._entries[0] if self._entries else None
-
-    def flush(self) -> None:
-        """Write the checkpoint if it changed: a load that truncates an entry and re-assigns the
-        same one (an empty log's (0, 0)) costs no fsync."""
-        if self._entries != self._persisted:
-            checkpoints.write_leader_epoch_checkpoint(self.path, self._entries)
-            self._persisted = list(self._entries)
-
-    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; later/conflicting entries are dropped."""
-        if epoch < 0 or start_offset < 0:
-            raise ValueError(f"Received invalid partition leader epoch entry ({epoch}, {start_offset})")
-        if self._entries:
-            last_epoch, last_start = self._entries[-1]
-            if epoch == last_epoch and start_offset >= last_start:
-                return False
-        while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
-            self._entries.pop()
-        self._entries.append((epoch, start_offset))
-        if flush:
-            self.flush()
-        return True
-
-    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (epoch, end offset) per Kafka's LeaderEpochFileCache.endOffsetFor."""
-        if requested_epoch == UNDEFINED_EPOCH:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if self._entries and self._entries[-1][0] == requested_epoch:
-            return requested_epoch, log_end_offset
-        higher = next((e for e in self._entries if e[0] > requested_epoch), None)
-        if higher is None:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        floor = None
-        for e in self._entries:
-            if e[0] <= requested_epoch:
-                floor = e
-        if floor is None:
-            return requested_epoch, higher[1]
-        return floor[0], higher[1]
-
-    def epoch_for_offset(self, offset: int) -> int | None:
-        previous = None
-        for epoch, start in self._entries:
-            if start == offset:
-                return epoch
-            if start > offset:
-                return previous
-            previous = epoch
-        return previous
-
-    def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
-        """Drop entries starting at or after ``end_offset`` (log truncation)."""
-        if end_offset >= 0 and self._entries and self._entries[-1][1] >= end_offset:
-            while self._entries and self._entries[-1][1] >= end_offset:
-                self._entries.pop()
-            if flush:
-                self.flush()
-
-    def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> None:
-        """Drop entries before ``start_offset``; the last dropped one is kept, moved to start there."""
-        removed = None
-        while self._entries and self._entries[0][1] <= start_offset:
-            removed = self._entries.pop(0)
-        if removed is not None:
-            self._entries.insert(0, (removed[0], start_offset))
-            if flush:
-                self.flush()
-
-    def clear(self) -> None:
-        self._entries = []
-        self.flush()
-
-
 # --- the log ------------------------------------------------------------------------------------
 
 
@@ -300,7 +113,9 @@ class PartitionLog:
         recovery_point: int,
         epoch_cache: LeaderEpochCache,
         now_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -316,7 +131,6 @@ class PartitionLog:
         self.last_flush_ms = now_ms
         self._pending_flush_offset: int | None = None  # set on roll; LogManager.flush_dirty honours it
         self._dir_dirty = False  # a segment file was created since the last flush
-        self.listeners: list[LogListener] = []
         # The partition's producer state (Kafka's UnifiedLog holds its ProducerStateManager):
         # set by ``open_producer_state``; None only for a log opened bare (tools, some tests).
         self.producer_state: LogProducerState | None = None
@@ -354,211 +168,27 @@ class PartitionLog:
         now_ms: int | None = None,
         log_start_offset: int = 0,
         leader_epoch: int | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> PartitionLog:
-        """Load (or create) the partition directory.
-
-        ``leader_epoch``: become leader at that epoch when the log records none (Kafka's
-        makeLeader on an empty epoch cache), with one checkpoint write for the whole load.
-
-        Leftover .deleted/.cleaned/.swap/.tmp files and orphan indexes are removed. A segment with a
-        missing or torn index is rebuilt. With ``needs_recovery`` (no clean shutdown) every segment
-        from the one containing ``recovery_point`` on is re-validated; on the first corruption the
-        segment is cut there and all later segments are deleted (Kafka's LogLoader.recoverLog).
-        """
-        now = now_ms if now_ms is not None else _wall_ms()
-        os.makedirs(directory, exist_ok=True)
-        tid = checkpoints.to_uuid(topic_id) if topic_id is not None else None
-        meta_path = os.path.join(directory, checkpoints.PARTITION_METADATA)
-        stored = checkpoints.read_partition_metadata(meta_path)
-        if stored is not None and tid is not None and stored != tid:
-            raise InconsistentTopicId(
-                f"Tried to assign topic ID {checkpoints.uuid_to_kafka_str(tid)} to log for {topic}-{partition}, "
-                f"but log already contained topic ID {checkpoints.uuid_to_kafka_str(stored)}"
-            )
-        if stored is None and tid is not None:
-            checkpoints.write_partition_metadata(meta_path, tid)
-        tid = tid or stored
-
-        bases = cls._clean_directory(directory)
-        seg_kwargs = dict(
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes,
-            now_ms=now,
-        )
-        segments = [LogSegment(directory, b, **seg_kwargs) for b in bases]
-        epoch_cache = LeaderEpochCache.load(os.path.join(directory, checkpoints.LEADER_EPOCH_CHECKPOINT))
-
-        def on_batch(info: BatchInfo) -> None:
-            ple = info.partition_leader_epoch
-            latest = epoch_cache.latest_epoch
-            if ple >= 0 and (latest is None or ple > latest):
-                epoch_cache.assign(ple, info.base_offset, flush=False)  # written once, below
-
-        rebuilt: dict[int, int] = {}  # base offset -> bytes truncated by the rebuild
-        for seg in segments:
-            if seg.needs_rebuild():
-                log.warning(
-                    "segment_index_rebuild", topic=topic, partition=partition, base_offset=seg.base_offset
-                )
-                rebuilt[seg.base_offset] = seg.recover(on_batch=on_batch)
-
-        if needs_recovery and segments:
-            start = max(bisect_right(bases, recovery_point) - 1, 0)
-            for i in range(start, len(segments)):
-                seg = segments[i]
-                if seg.base_offset in rebuilt:
-                    truncated = rebuilt[seg.base_offset]
-                else:
-                    truncated = seg.recover(on_batch=on_batch)
-                if truncated > 0:
-                    log.warning(
-                        "log_recovery_truncated",
-                        topic=topic,
-                        partition=partition,
-                        base_offset=seg.base_offset,
-                        truncated_bytes=truncated,
-                        next_offset=seg.next_offset,
-                        deleted_segments=[s.base_offset for s in segments[i + 1 :]],
-                    )
-                    for later in segments[i + 1 :]:
-                        later.delete()
-                    del segments[i + 1 :]
-                    break
-        elif segments:
-            # Trusted files: only make sure the active tail ends on a batch boundary.
-            last = segments[-1]
-            torn = last.trim_torn_tail()
-            if torn:
-                log.warning(
-                    "log_tail_truncated",
-                    topic=topic,
-                    partition=partition,
-                    base_offset=last.base_offset,
-                    truncated_bytes=torn,
-                )
-
-        if not segments:
-            segments.append(LogSegment.create(directory, log_start_offset, **seg_kwargs))
-        leo = segments[-1].next_offset
-        if leo < log_start_offset and segments[-1].size == 0 and len(segments) == 1:
-            # The checkpointed start offset is past the (empty) log: restart the log there.
-            segments[0].delete()
-            segments[0] = LogSegment.create(directory, log_start_offset, **seg_kwargs)
-            leo = log_start_offset
-        start_offset = max(log_start_offset, segments[0].base_offset)
-        start_offset = min(start_offset, leo)
-        epoch_cache.truncate_from_end(leo, flush=False)
-        epoch_cache.truncate_from_start(start_offset, flush=False)
-        if leader_epoch is not None and epoch_cache.latest_epoch is None:
-            epoch_cache.assign(leader_epoch, leo, flush=False)
-        epoch_cache.flush()
-        rp = leo if not needs_recovery else min(recovery_point, leo)
-        plog = cls(
-            directory,
-            topic,
-            partition,
-            config,
-            segments,
-            topic_id=tid,
-            log_start_offset=start_offset,
-            recovery_point=rp,
-            epoch_cache=epoch_cache,
-            now_ms=now,
-        )
+        """Load (or create) the partition directory (``storage.log.loader.load``) and open the log."""
+        now = now_ms if now_ms is not None else clock.now_ms()
+        loaded = loader.load(directory, topic, partition, config, topic_id=topic_id, recovery_point=recovery_point,
+                             needs_recovery=needs_recovery, now=now, log_start_offset=log_start_offset,
+                             leader_epoch=leader_epoch)
+        plog = cls(directory, topic, partition, config, loaded.segments, topic_id=loaded.topic_id,
+                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
+                   epoch_cache=loaded.epoch_cache, now_ms=now, clock=clock)
         plog._active.roll_jitter_ms = config.random_segment_jitter()
         log.info(
             "log_loaded",
             topic=topic,
             partition=partition,
-            segments=len(segments),
-            log_start_offset=start_offset,
-            log_end_offset=leo,
+            segments=len(loaded.segments),
+            log_start_offset=loaded.log_start_offset,
+            log_end_offset=plog.log_end_offset,
             recovered=needs_recovery,
         )
         return plog
-
-    @staticmethod
-    def _clean_directory(directory: str) -> list[int]:
-        """Delete leftovers of interrupted operations, finish or roll back an interrupted cleaner
-        swap (see ``replace_segments`` for the protocol), drop orphan indexes; return the base
-        offsets of the .log files."""
-        segment_kinds = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-        regular: dict[int, dict[str, str]] = {}
-        cleaned: dict[int, list[str]] = {}
-        swaps: dict[int, dict[str, str]] = {}
-        changed = False
-
-        def unlink(path: str) -> None:
-            nonlocal changed
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            changed = True
-
-        def path_of(base: int, kind: str) -> str:
-            return os.path.join(directory, f"{base:020d}{kind}")
-
-        for name in os.listdir(directory):
-            path = os.path.join(directory, name)
-            stem, _dot, rest = name.partition(".")
-            numbered = stem.isdigit() and len(stem) == 20
-            kind = "." + rest
-            if name.endswith((DELETED_SUFFIX, ".tmp")) or (
-                not numbered and name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX))
-            ):
-                unlink(path)
-            elif not numbered:
-                continue
-            elif kind.endswith(CLEANED_SUFFIX):
-                cleaned.setdefault(int(stem), []).append(path)
-            elif kind.endswith(SWAP_SUFFIX) and kind[: -len(SWAP_SUFFIX)] in segment_kinds:
-                swaps.setdefault(int(stem), {})[kind[: -len(SWAP_SUFFIX)]] = path
-            elif kind.endswith(SWAP_SUFFIX):
-                unlink(path)
-            elif kind in segment_kinds:
-                regular.setdefault(int(stem), {})[kind] = path
-
-        # A cleaning that never reached its commit point: drop its output, the old files stand.
-        for base, paths in cleaned.items():
-            for path in paths:
-                unlink(path)
-            if LOG_SUFFIX + CLEANED_SUFFIX in {p[-len(LOG_SUFFIX + CLEANED_SUFFIX) :] for p in paths}:
-                kinds = swaps.get(base, {})
-                if LOG_SUFFIX not in kinds:
-                    for path in swaps.pop(base, {}).values():
-                        unlink(path)
-            log.warning("cleaner_output_discarded", dir=directory, base_offset=base)
-
-        for base in sorted(swaps):
-            kinds = swaps[base]
-            if LOG_SUFFIX in kinds:
-                # Committed: every unsuffixed segment file in [base, end of the swap file) is old.
-                end = max(_next_offset_of_file(kinds[LOG_SUFFIX], base), base + 1)
-                for old_base in [b for b in regular if base <= b < end]:
-                    for path in regular.pop(old_base).values():
-                        unlink(path)
-                order = [LOG_SUFFIX] + [k for k in kinds if k != LOG_SUFFIX]
-                log.warning("cleaner_swap_completed", dir=directory, base_offset=base, end_offset=end)
-            elif LOG_SUFFIX in regular.get(base, {}):
-                # Interrupted in the last phase: the .log is already in place, finish its indexes.
-                order = list(kinds)
-            else:
-                for path in kinds.values():
-                    unlink(path)
-                continue
-            for kind in order:
-                os.replace(kinds[kind], path_of(base, kind))
-                regular.setdefault(base, {})[kind] = path_of(base, kind)
-                changed = True
-
-        for base in [b for b, kinds in regular.items() if LOG_SUFFIX not in kinds]:
-            for path in regular.pop(base).values():
-                log.info("orphan_index_deleted", path=path)
-                unlink(path)
-        if changed:
-            checkpoints.fsync_dir(directory)
-        return sorted(regular)
 
     # --- properties ----------------------------------------------------------------------------
 
@@ -661,7 +291,7 @@ class PartitionLog:
         if not batches:
             raise ValueError("append of no batches")
         self.check_online()
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
         first_pos = batches[0].position
         end_pos = batches[-1].position + batches[-1].size
         total = end_pos - first_pos
@@ -690,10 +320,6 @@ class PartitionLog:
             if dup is not None:  # Kafka answers a retried batch with its original offsets and timestamp
                 return AppendResult(dup.last_offset - dup.offset_delta, dup.last_offset, dup.timestamp,
                                     self._log_start_offset, 0)
-        for listener in self.listeners:
-            dup = listener.before_append(self, buf, batches, now)
-            if dup is not None:
-                return dup
         last_offset = next_offset - 1
         seg = self._active
         if seg.should_roll(
@@ -720,8 +346,6 @@ class PartitionLog:
                 self.epoch_cache.assign(leader_epoch, first_offset)
             if self.producer_state is not None:
                 self.producer_state.after_append(self, last_offset)
-            for listener in self.listeners:
-                listener.after_append(self, buf, batches, result)
         except Exception as e:
             # The log holds the batch but the state derived from it (producer state, epochs) may
             # not: trust nothing until recovery rebuilds it from the files.
@@ -734,8 +358,6 @@ class PartitionLog:
     def _segments_deleted(self, base_offsets: list[int]) -> None:
         if self.producer_state is not None:
             self.producer_state.on_segments_deleted(self, base_offsets)
-        for listener in self.listeners:
-            listener.on_segments_deleted(self, base_offsets)
 
     def open_producer_state(self, now_ms: int, **manager_config: int) -> LogProducerState:
         """Load (recover) this log's producer state; its hooks then run with every operation."""
@@ -769,7 +391,7 @@ class PartitionLog:
         No fsync here (Kafka schedules the old segment's flush asynchronously): the pending flush
         is recorded and done by ``flush_pending()`` (LogManager.flush_dirty).
         """
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
         new_offset = max(expected_next_offset or 0, self._leo)
         old = self._active
         if old.base_offset == new_offset and old.size == 0:
@@ -803,8 +425,6 @@ class PartitionLog:
         )
         if self.producer_state is not None:
             self.producer_state.on_roll(self, new_offset)
-        for listener in self.listeners:
-            listener.on_roll(self, new_offset)
         return seg
 
     def flush(self, up_to: int | None = None, now_ms: int | None = None) -> None:
@@ -819,7 +439,7 @@ class PartitionLog:
             self._recovery_point = offset
         if self._pending_flush_offset is not None and self._pending_flush_offset <= self._recovery_point:
             self._pending_flush_offset = None
-        self.last_flush_ms = now_ms if now_ms is not None else _wall_ms()
+        self.last_flush_ms = now_ms if now_ms is not None else self.clock.now_ms()
 
     def flush_pending(self, now_ms: int | None = None) -> bool:
         """Flush up to the last roll point, as Kafka's post-roll background flush; True if it did."""
@@ -960,7 +580,7 @@ class PartitionLog:
             raise ValueError(f"Cannot truncate partition {self.topic}-{self.partition} to a negative offset")
         if offset >= self._leo:
             return False
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset, now)
             return True
@@ -975,14 +595,12 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, self._leo)
         log.info("log_truncated", topic=self.topic, partition=self.partition, log_end_offset=self._leo)
         if self.producer_state is not None:
-            self.producer_state.on_truncate(self, now_ms if now_ms is not None else _wall_ms())
-        for listener in self.listeners:
-            listener.on_truncate(self, self._leo)
+            self.producer_state.on_truncate(self, now_ms if now_ms is not None else self.clock.now_ms())
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int, now_ms: int | None = None) -> None:
         """Drop every segment and restart the log empty at ``new_offset``."""
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
         self._remove_segments(list(self._segments), "truncation")
         seg = LogSegment.create(
             self.dir,
@@ -1002,9 +620,7 @@ class PartitionLog:
         self.epoch_cache.clear()
         log.info("log_truncated_fully", topic=self.topic, partition=self.partition, new_offset=new_offset)
         if self.producer_state is not None:
-            self.producer_state.on_truncate(self, now_ms if now_ms is not None else _wall_ms())
-        for listener in self.listeners:
-            listener.on_truncate(self, new_offset)
+            self.producer_state.on_truncate(self, now_ms if now_ms is not None else self.clock.now_ms())
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset to ``offset`` (-1 = the high watermark) and
@@ -1042,8 +658,6 @@ class PartitionLog:
             )
             if self.producer_state is not None:
                 self.producer_state.on_log_start_offset(offset)
-            for listener in self.listeners:
-                listener.on_log_start_offset(self, offset)
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete whole segments breaching the log start offset, retention.bytes and retention.ms
@@ -1052,7 +666,7 @@ class PartitionLog:
         As Kafka, the active segment goes too once all its data is expired: a new empty segment is
         rolled first so the log always has one.
         """
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
         deleted = self._delete_old_segments(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
             "log_start_offset_breach",
@@ -1148,7 +762,7 @@ class PartitionLog:
 
         So while ``<base>.log.swap`` exists every unsuffixed file with a base offset in
         [base, next offset of the swap file) belongs to the old segments, and an index ``.swap``
-        without a ``.log.swap`` or ``.log.cleaned`` is the new segment's (``_clean_directory``).
+        without a ``.log.swap`` or ``.log.cleaned`` is the new segment's (``loader.clean_directory``).
         As in Kafka, the directory is fsynced once at the end, not between the phases: journaling
         file systems persist these metadata operations in order, so a crash leaves a prefix of
         them, and every prefix recovers.
@@ -1257,13 +871,11 @@ class PartitionLog:
         self.config = config
 
     def close(self) -> None:
-        """Clean close: listeners snapshot, everything flushed, files closed."""
+        """Clean close: producer state snapshot, everything flushed, files closed."""
         if self.closed:
             return
         if self.producer_state is not None:
             self.producer_state.on_close(self)
-        for listener in self.listeners:
-            listener.on_close(self)
         self.flush()
         for seg in self._segments:
             seg.close()
@@ -1282,8 +894,6 @@ class PartitionLog:
         """Remove the partition: close the files and delete the directory."""
         if self.producer_state is not None:
             self.producer_state.on_delete()
-        for listener in self.listeners:
-            listener.on_delete(self)
         for seg in self._segments:
             seg.delete()
         self.closed = True
