@@ -12,7 +12,7 @@ from broker.config.features import level
 from broker.replica.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
-from storage.producer_state import AppendOrigin
+from storage.producer.types import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -20,7 +20,7 @@ import structlog
 from broker.replica.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, error_code_of
-from storage.producer_state import AppendOrigin
+from storage.producer.types import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -56,7 +56,8 @@ from storage.log.segment import (
 from storage.log.time_index import TimestampOffset
 from storage.log.txn_index import AbortedTxn
 from storage.log_config import LogConfig
-from storage.producer_state import TV_UNKNOWN, AppendOrigin, LogProducerState
+from storage.producer.log_state import LogProducerState
+from storage.producer.types import TV_UNKNOWN, AppendOrigin
 
 log = structlog.get_logger(__name__)
 

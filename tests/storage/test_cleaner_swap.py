@@ -22,7 +22,7 @@ from protocol.records import build_batch, build_control_batch, validate_batches
 from storage.cleaner import BlockingIO, FsyncRequest
 from storage.log import loader
 from storage.log.partition_log import PartitionLog
-from storage.producer_state import TV_0, AppendOrigin
+from storage.producer.types import TV_0, AppendOrigin
 from tests.storage.helpers import decode_log, decode_txn_index
 from tests.storage.test_cleaner import T0, append, check_indexes, cleaner_for, log_records, make_log
 

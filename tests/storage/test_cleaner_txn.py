@@ -15,7 +15,7 @@ import pytest
 
 from protocol.records import build_batch, build_control_batch, validate_batches
 from storage.log_manager import LogManager
-from storage.producer_state import TV_0, AppendOrigin, OutOfOrderSequence
+from storage.producer.types import TV_0, AppendOrigin, OutOfOrderSequence
 from tests.storage.test_cleaner import (
     T0,
     append,

@@ -24,7 +24,11 @@ from protocol.records import (
     read_header,
     set_base_offset,
 )
-from storage.producer_state import (
+from storage.producer.append_info import read_end_txn_marker
+from storage.producer.entry import ProducerStateEntry
+from storage.producer.manager import ProducerStateManager
+from storage.producer.snapshot import snapshot_file_name
+from storage.producer.types import (
     INT32_MAX,
     TV_0,
     TV_2,
@@ -35,13 +39,9 @@ from storage.producer_state import (
     InvalidTxnState,
     OutOfOrderSequence,
     ProducerDescription,
-    ProducerStateEntry,
-    ProducerStateManager,
     TransactionCoordinatorFenced,
     decrement_sequence,
-    read_end_txn_marker,
 )
-from storage.snapshot_format import snapshot_file_name
 
 CLIENT = AppendOrigin.CLIENT
 COORDINATOR = AppendOrigin.COORDINATOR

@@ -10,15 +10,9 @@ import pytest
 from protocol.records import build_batch, build_control_batch, validate_batches
 from storage.log.partition_log import PartitionLog
 from storage.log_config import LogConfig
-from storage.producer_state import (
-    TV_0,
-    TV_2,
-    AppendOrigin,
-    InvalidProducerEpoch,
-    LogProducerState,
-    OutOfOrderSequence,
-)
-from storage.snapshot_format import snapshot_file_name
+from storage.producer.log_state import LogProducerState
+from storage.producer.snapshot import snapshot_file_name
+from storage.producer.types import TV_0, TV_2, AppendOrigin, InvalidProducerEpoch, OutOfOrderSequence
 
 NOW = 1_700_000_000_000
 

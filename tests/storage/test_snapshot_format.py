@@ -1,7 +1,7 @@
 """The producer ``.snapshot`` file against Kafka's format (protocol-facts §4.7).
 
 The decoder here is written from the format description alone (``struct`` and a bitwise
-CRC-32C), not from storage.snapshot_format, so an encoder bug cannot hide behind a matching
+CRC-32C), not from storage.producer.snapshot, so an encoder bug cannot hide behind a matching
 decoder bug. The Java tests run Kafka's own reader and writer on the same files.
 """
 
@@ -16,16 +16,18 @@ from pathlib import Path
 import pytest
 
 from protocol.records import build_batch, build_control_batch, read_header
-from storage.producer_state import TV_2, AppendOrigin, ProducerStateManager, read_snapshot
-from storage.snapshot_format import (
+from storage.producer.manager import ProducerStateManager
+from storage.producer.snapshot import (
     ENTRY,
     CorruptSnapshot,
     ProducerSnapshot,
     decode_snapshot,
     encode_snapshot,
     offset_from_file_name,
+    read_snapshot,
     snapshot_file_name,
 )
+from storage.producer.types import TV_2, AppendOrigin
 
 
 def crc32c_bitwise(data: bytes) -> int:
@@ -188,14 +190,14 @@ def test_snapshot_bytes_decoded_independently(tmp_path: Path) -> None:
 
 
 def test_struct_layout_matches_the_construct_reference() -> None:
-    from storage.snapshot_format import ProducerSnapshotEntry
+    from storage.producer.snapshot import ProducerSnapshotEntry
 
     assert ENTRY.size == ProducerSnapshotEntry.sizeof() == 46
 
 
 def test_importing_the_format_does_not_import_construct() -> None:
     """construct costs ~12 ms at start-up; the broker's snapshot path uses only struct."""
-    code = "import sys, broker.broker, storage.producer_state; print('construct' in sys.modules)"
+    code = "import sys, broker.broker, storage.producer; print('construct' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "False"
