@@ -139,7 +139,7 @@ class Broker:
         self._schedule(lambda: min(self.config.get("connections.max.idle.ms") // 2, 1000), self._expire_idle_connections)
         self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
         if self.config.get("log.cleaner.enable"):  # log compaction, in slices on this loop
-            from storage.cleaner import LogCleaner
+            from storage.cleaner.manager import LogCleaner
 
             self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, self.config)
             self._schedule(lambda: self.log_cleaner.config.backoff_ms, self.log_cleaner.run)
@@ -177,7 +177,7 @@ class Broker:
             self.log_manager.update_producer_state_config(
                 producer_id_expiration_ms=self.config.get("producer.id.expiration.ms"))
         if self.log_cleaner is not None:
-            from storage.cleaner import CleanerConfig
+            from storage.cleaner.config import CleanerConfig
 
             self.log_cleaner.reconfigure(CleanerConfig.from_broker_config(self.config))
 

@@ -89,7 +89,7 @@ class OffsetMap:
 
     def put_records(self, records: list, lo: int, hi: int, base_offset: int, start: int) -> bool:
         """Map the keyed records ``records[lo:hi]`` of a batch at ``base_offset`` whose offset is
-        at least ``start`` (records as ``storage.cleaner.parse_records`` gives them: offset delta
+        at least ``start`` (records as ``protocol.record_codec.records_of`` gives them: offset delta
         at 5, key at 6). Returns True, having stopped before a record, when the map is full
         (Kafka checks before each put too). The cleaner's hot loop, hence the inlining."""
         shards = self._shards

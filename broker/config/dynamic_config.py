@@ -207,7 +207,8 @@ def check_stored(broker) -> None:
 
 def _trial(config, stored: Mapping[str, Mapping[str, str]], node_id: int, running) -> None:
     from broker.config.broker_config import BrokerConfig
-    from storage.cleaner import Cleaner, CleanerConfig
+    from storage.cleaner.cleaner import Cleaner
+    from storage.cleaner.config import CleanerConfig
     from storage.log_config import validate_topic_configs
 
     trial = BrokerConfig(config.originals, sources=config.sources)

@@ -1,4 +1,4 @@
-"""Log compaction (storage/cleaner.py): what survives a cleaning, the KIP-534 delete horizon,
+"""Log compaction (storage/cleaner/): what survives a cleaning, the KIP-534 delete horizon,
 compressed batches, which logs are chosen, the offset map limit, the checkpoint file, indexes, and a
 hypothesis model of random key/value/tombstone sequences across segments.
 
@@ -30,11 +30,8 @@ from protocol.records import (
     read_header,
     validate_batches,
 )
-from storage.cleaner import (
-    CHECKPOINT_FILE,
-    CleanerConfig,
-    LogCleaner,
-)
+from storage.cleaner.config import CleanerConfig
+from storage.cleaner.manager import CHECKPOINT_FILE, LogCleaner
 from storage.errors import RecordBatchTooLarge
 from storage.log.partition_log import PartitionLog
 from storage.log_manager import LogManager
@@ -543,7 +540,7 @@ async def test_cancelled_run_waits_for_its_io_and_leaves_no_output(tmp_path, mon
     """Broker shutdown cancels the cleaner task: an append running in the executor finishes
     before the generator closes its files (no write can land on a recycled descriptor), the
     unfinished .cleaned output goes, and the next run carries on."""
-    from storage import cleaner as cleaner_module
+    from storage.cleaner import cleaner as cleaner_module
 
     lm, plog = make_log(tmp_path, segment_bytes=2000)
     for i in range(200):

@@ -19,7 +19,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
 from protocol.records import build_batch, build_control_batch, validate_batches
-from storage.cleaner import BlockingIO, FsyncRequest
+from storage.cleaner.cleaner import BlockingIO, FsyncRequest
 from storage.log import loader
 from storage.log.partition_log import PartitionLog
 from storage.producer.types import TV_0, AppendOrigin
