@@ -32,6 +32,7 @@ from broker.replica.txn_verification import BrokerTransactionVerifier
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.txn.coordinator import TransactionCoordinator
 from storage import checkpoints
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
@@ -46,8 +47,9 @@ def _new_cluster_id() -> str:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock  # the one clock: logs, coordinators, quotas, timers
         self.node_id: int = config.node_id
         self.cluster_id: str = ""
         self.metrics = BrokerMetrics()
@@ -61,13 +63,13 @@ class Broker:
         self.memory_paused: set = set()  # connections waiting for queued.max.request.bytes
         self.inflight: set[asyncio.Task] = set()
         self.bound_ports: dict[str, int] = {}
-        self.started_at = time.time()
+        self.started_at = time.perf_counter()  # for the start-up time in the log
         self.log_manager: LogManager | None = None
         self.metadata = MetadataStore(config.log_dirs[0])
         self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None
         self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
         self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
-                                   float(config.get("quota.window.size.seconds")))
+                                   float(config.get("quota.window.size.seconds")), clock)
         self.controller = Controller(self)
         # KIP-227 sessions; Kafka's eviction time is a constant (MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)
         self.fetch_sessions = FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")),
@@ -123,8 +125,8 @@ class Broker:
                                       producer_state_config={
                                           "producer_id_expiration_ms": self.config.get("producer.id.expiration.ms"),
                                           "max_transaction_timeout_ms": self.config.get("transaction.max.timeout.ms"),
-                                      })
-        self.log_manager.startup(now_ms=int(time.time() * 1000))
+                                      }, clock=self.clock)
+        self.log_manager.startup(now_ms=self.clock.now_ms())
         self._reconcile_partitions()
         self.replica_manager = ReplicaManager(self)
         # issue 4: producer ids (after the log dirs are locked: one process owns the block file)
@@ -148,7 +150,7 @@ class Broker:
                        lambda: expire_idle_producers(self.log_manager))
         log.info("broker started", node_id=self.node_id, cluster_id=self.cluster_id,
                  log_dirs=self.config.log_dirs, ports=self.bound_ports,
-                 startup_ms=round((time.time() - self.started_at) * 1000, 1))
+                 startup_ms=round((time.perf_counter() - self.started_at) * 1000, 1))
 
     async def _start_coordinators(self) -> None:
         """Group and transaction coordinators (added by their own modules when present)."""
@@ -233,7 +235,7 @@ class Broker:
         async def loop() -> None:
             while True:
                 ms = interval_ms() if callable(interval_ms) else interval_ms
-                await asyncio.sleep(max(ms, 10) / 1000)
+                await self.clock.sleep(max(ms, 10) / 1000)
                 try:
                     result = fn()
                     if asyncio.iscoroutine(result):
@@ -245,15 +247,15 @@ class Broker:
 
     def _expire_idle_connections(self) -> None:
         idle_s = self.config.get("connections.max.idle.ms") / 1000
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for conn in list(self.connections):
             conn.close_if_idle(now, idle_s)
 
     def _retention_tick(self) -> None:
-        self.log_manager.run_retention(int(time.time() * 1000))
+        self.log_manager.run_retention(self.clock.now_ms())
 
     def _flush_tick(self) -> None:
-        self.log_manager.flush_dirty(int(time.time() * 1000))
+        self.log_manager.flush_dirty(self.clock.now_ms())
 
     async def stop(self) -> None:
         log.info("broker shutting down")

@@ -4,7 +4,6 @@ configuration, time and metrics)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from broker.config.features import level
 from broker.replica.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
+from storage.clock import Clock
 from storage.producer.types import AppendOrigin
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ class BrokerCoordinatorEnv:
         self.node_id: int = broker.node_id
         self.config: BrokerConfig = broker.config
         self.metrics: BrokerMetrics = broker.metrics
+        self.clock: Clock = broker.clock
 
     @property
     def stopping(self) -> bool:
@@ -69,7 +70,7 @@ class BrokerPartitionWriter:
         rm = self._broker.replica_manager
         plog = rm.partition_log(topic, partition)
         batches = rec.validate_batches(batch)
-        now = int(time.time() * 1000)
+        now = self._broker.clock.now_ms()
         if batches[0].is_transactional:
             info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, origin=AppendOrigin.COORDINATOR,
                                verify_transactions=verification_guard is not None,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,7 +125,7 @@ def expire_idle_producers(log_manager: LogManager, now_ms: int | None = None) ->
     """Kafka's PeriodicProducerExpirationCheck (every producer.id.expiration.check.interval.ms),
     for every partition at once: drop producers idle for producer.id.expiration.ms that have no
     open transaction. This is what bounds producer-state memory. Returns how many were dropped."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = log_manager.clock.now_ms() if now_ms is None else now_ms
     removed = 0
     for plog in log_manager.logs():
         if plog.producer_state is not None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.errors import ErrorCode
+from storage.clock import Clock
 
 if TYPE_CHECKING:
     from storage.log.partition_log import AppendResult, PartitionLog
@@ -43,6 +44,7 @@ class CoordinatorEnv(Protocol):
     node_id: int
     config: ConfigView
     metrics: MetricsSink
+    clock: Clock  # every timestamp and timer of the coordinators
 
     @property
     def stopping(self) -> bool:

@@ -14,7 +14,6 @@ import fcntl
 import os
 import re
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import structlog
 
 from storage import checkpoints
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import CorruptCheckpoint, KafkaStorageError
 from storage.log.partition_log import PartitionLog
 from storage.log_config import LogConfig, validate_topic_configs
@@ -39,10 +39,6 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
 
 TopicOverrides = Callable[[str], Mapping[str, Any]]
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -69,6 +65,7 @@ class LogManager:
         *,
         topic_overrides: TopicOverrides | None = None,
         producer_state_config: Mapping[str, int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """``broker_defaults``: broker-level values keyed by topic config name (e.g.
         ``{"retention.ms": "3600000"}``). ``topic_overrides(topic)``: the topic's own overrides,
@@ -76,6 +73,7 @@ class LogManager:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.clock = clock  # every log it opens reads time from it
         self.broker_defaults: dict[str, Any] = dict(broker_defaults or {})
         validate_topic_configs(self.broker_defaults)
         self._topic_overrides = topic_overrides
@@ -140,7 +138,7 @@ class LogManager:
 
     def startup(self, now_ms: int | None = None) -> None:
         """Lock the dirs, load every partition log (recovering those without a clean shutdown)."""
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
         configs: dict[str, LogConfig] = {}  # one per topic, not per partition
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
@@ -182,6 +180,7 @@ class LogManager:
                     now_ms=now,
                     log_start_offset=log_starts.get(parsed, 0),
                     leader_epoch=LEADER_EPOCH,
+                    clock=self.clock,
                 )
                 plog.open_producer_state(now, **self.producer_state_config)
                 self._logs[parsed] = plog
@@ -274,9 +273,10 @@ class LogManager:
             needs_recovery=False,
             now_ms=now_ms,
             leader_epoch=LEADER_EPOCH,
+            clock=self.clock,
         )
         checkpoints.fsync_dir(d)
-        plog.open_producer_state(now_ms if now_ms is not None else _wall_ms(), **self.producer_state_config)
+        plog.open_producer_state(now_ms if now_ms is not None else self.clock.now_ms(), **self.producer_state_config)
         self._logs[key] = plog
         self._dir_of[key] = d
         log.info("log_created", topic=topic, partition=partition, log_dir=d)
@@ -344,7 +344,7 @@ class LogManager:
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """Flush logs past flush.ms since their last flush, and finish post-roll flushes; returns
         how many logs were flushed (log.flush.scheduler.interval.ms)."""
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
         n = 0
         for plog in list(self._logs.values()):
             if plog.offline is not None:
@@ -361,7 +361,7 @@ class LogManager:
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """Apply retention to every log (log.retention.check.interval.ms); returns segments deleted."""
-        now = now_ms if now_ms is not None else _wall_ms()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
         return sum(plog.apply_retention(now) for plog in list(self._logs.values()))
 
     def shutdown(self, broker_epoch: int = -1) -> None:

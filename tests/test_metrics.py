@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.ops.healthcheck import api_versions
 from broker.ops.metrics import BrokerMetrics, cleaner_metrics, group_metrics, transaction_metrics
 from broker.ops.metrics_http import render, start_metrics
+from storage.clock import SYSTEM_CLOCK
 from tests.broker_process import BrokerProcess, free_port
 
 INIT_PRODUCER_ID, END_TXN = 22, 26
@@ -357,7 +358,7 @@ async def test_metrics_server_starts_only_with_a_port_and_closes_on_shutdown() -
     def fake(port: int) -> SimpleNamespace:
         return SimpleNamespace(metrics=BrokerMetrics(), config={"metrics.port": port, "metrics.host": "127.0.0.1"},
                                shutdown_hooks=[], node_id=1, cluster_id="c", log_manager=None,
-                               txn_coordinator=None, group_coordinator=None)
+                               txn_coordinator=None, group_coordinator=None, clock=SYSTEM_CLOCK)
 
     off = fake(0)
     assert await start_metrics(off) is None and off.metrics_port is None and off.shutdown_hooks == []

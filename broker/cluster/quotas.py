@@ -17,9 +17,10 @@ percent of one second per second; a client over it is throttled the same way. Th
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from collections.abc import Iterable
+
+from storage.clock import SYSTEM_CLOCK, Clock
 
 Entity = tuple[tuple[str, str | None], ...]  # ((type, name or None = default), ...) sorted by type
 
@@ -66,12 +67,13 @@ class _Rate:
 
 
 class ClientQuotas:
-    def __init__(self, store, samples: int = 11, window_s: float = 1.0) -> None:
+    def __init__(self, store, samples: int = 11, window_s: float = 1.0, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.store = store  # broker.cluster.metadata.MetadataStore: client_quotas, set_client_quotas
         self.samples = samples
         self.window_s = window_s
         self._rates: dict[tuple[str, Entity], _Rate] = {}
-        self.muted_until: dict[str, float] = {}  # connection id -> time.monotonic() deadline
+        self.muted_until: dict[str, float] = {}  # connection id -> clock.monotonic() deadline
 
     @property
     def enforcing(self) -> bool:
@@ -99,7 +101,7 @@ class ClientQuotas:
         if found is None:
             return 0
         entity, bound = found
-        now = time.monotonic() if now is None else now
+        now = self.clock.monotonic() if now is None else now
         rate = self._rates.get((key, entity))
         if rate is None:
             rate = self._rates[(key, entity)] = _Rate(self.samples, self.window_s, now)
@@ -111,7 +113,7 @@ class ClientQuotas:
 
     def mute(self, connection_id: str, throttle_ms: int) -> None:
         if throttle_ms > 0:
-            self.muted_until[connection_id] = time.monotonic() + throttle_ms / 1000
+            self.muted_until[connection_id] = self.clock.monotonic() + throttle_ms / 1000
 
     def forget_connection(self, connection_id: str) -> None:
         self.muted_until.pop(connection_id, None)

@@ -27,7 +27,6 @@ in every requested partition and no nodes, as Kafka's KafkaRaftClient answers (`
 from __future__ import annotations
 
 import os
-import time
 import uuid
 import weakref
 from pathlib import Path
@@ -91,7 +90,7 @@ def handle(ctx, req):
     broker = ctx.broker
     state = _quorum_state(broker)
     directory_id, formatted_ms = state[0], state[1]
-    now_ms = int(time.time() * 1000)
+    now_ms = broker.clock.now_ms()
     state[2] = offset = max(state[2], (now_ms - formatted_ms) // NOOP_INTERVAL_MS)
     replica_cls = partition_cls.ReplicaState
     voter = replica_cls(replica_id=broker.node_id, replica_directory_id=directory_id, log_end_offset=offset,

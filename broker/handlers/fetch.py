@@ -14,7 +14,6 @@ sends its FileRecords (``broker.net.socket_writer``).
 from __future__ import annotations
 
 import asyncio
-import time
 
 from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
@@ -101,7 +100,7 @@ def _response(broker, version: int, context: FetchContext, parts: list[FetchPart
     elif context.create_session:
         session_id = sessions.maybe_create_session(context, [
             (f, p.error_code, p.high_watermark, p.log_start_offset) for f, p in zip(fetches, parts, strict=True)
-        ], int(time.time() * 1000))
+        ], broker.clock.now_ms())
     topics: list[FetchTopicResponse] = []
     key = None
     for f, p in zip(fetches, parts, strict=True):
@@ -136,7 +135,7 @@ def handle(ctx, req):
     version = ctx.api_version
     fetch, forget = _requested(broker, req, version)
     context = broker.fetch_sessions.new_context(version, req.session_id, req.session_epoch, fetch, forget,
-                                                int(time.time() * 1000))
+                                                broker.clock.now_ms())
     if context.error:
         return _encode(version, [], context.error, 0)
     if context.session is not None:
@@ -155,11 +154,11 @@ def handle(ctx, req):
 async def _long_poll(ctx, req, context: FetchContext, keys: list[tuple[str, int]], version: int,
                      waiter: asyncio.Future):
     broker = ctx.broker
-    deadline = time.monotonic() + req.max_wait_ms / 1000
+    deadline = broker.clock.monotonic() + req.max_wait_ms / 1000
     while True:
         await waiter
         parts, total, errors = _read_all(broker, context.partitions, req)
-        remaining = deadline - time.monotonic()
+        remaining = deadline - broker.clock.monotonic()
         if errors or total >= req.min_bytes or remaining <= 0 or broker.stopping:
             return _response(broker, version, context, parts, ctx)
         waiter = broker.replica_manager.wait_for_data(keys, remaining)

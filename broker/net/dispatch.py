@@ -162,7 +162,7 @@ class Dispatcher:
         if throttle <= 0:
             return
         quotas.mute(ctx.connection_id, max(throttle, int((quotas.muted_until.get(ctx.connection_id, 0)
-                                                          - time.monotonic()) * 1000)))
+                                                          - self.broker.clock.monotonic()) * 1000)))
         if response is not None and not isinstance(response, RawResponse) and hasattr(response, "throttle_time_ms"):
             try:
                 response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle)

@@ -66,7 +66,7 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.local_host = "127.0.0.1"
         self.id = f"c{next(_ids)}"
-        self.last_active = time.monotonic()  # the last read or write, for connections.max.idle.ms
+        self.last_active = broker.clock.monotonic()  # the last read or write, for connections.max.idle.ms
         self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, until authenticated
         self.counted = False  # in the broker's connection counts (ConnectionQuotas)
         self.peer_ip = ""
@@ -116,7 +116,7 @@ class Connection(asyncio.Protocol):
             self.writer = None
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = self.broker.clock.monotonic()
         decoder = self.decoder
         # Before SASL authentication a frame may be at most sasl.server.max.receive.size.
         decoder.max_size = self.broker.max_frame_size if self.sasl is None or self.sasl.authenticated \
@@ -193,12 +193,12 @@ class Connection(asyncio.Protocol):
         """
         out: list = []
         self._resume_scheduled = False
-        started = time.monotonic()
+        started = time.perf_counter()  # how long this connection held the loop
         while self.pending and self.task is None and self.sending is None and not self.writing_paused \
                 and not self.closed:
             if self._muted():
                 break
-            if time.monotonic() - started > SLICE_S:  # let the other connections have the loop
+            if time.perf_counter() - started > SLICE_S:  # let the other connections have the loop
                 self._resume_scheduled = True
                 asyncio.get_running_loop().call_soon(self._pump)
                 break
@@ -284,11 +284,11 @@ class Connection(asyncio.Protocol):
         until = self.broker.quotas.muted_until.get(self.id)
         if until is None:
             return False
-        wait = until - time.monotonic()
+        wait = until - self.broker.clock.monotonic()
         if wait <= 0:
             del self.broker.quotas.muted_until[self.id]
             return False
-        asyncio.get_running_loop().call_later(wait, self._pump)
+        self.broker.clock.call_later(wait, self._pump)
         return True
 
     def _async_done(self, task: asyncio.Task) -> None:
@@ -315,7 +315,7 @@ class Connection(asyncio.Protocol):
 
     def _flush(self, buffers: list) -> None:
         if buffers and not self.closed:
-            self.last_active = time.monotonic()
+            self.last_active = self.broker.clock.monotonic()
             self.transport.writelines(buffers)
 
     def _send_regions(self, buffers: list) -> None:
@@ -338,7 +338,7 @@ class Connection(asyncio.Protocol):
             _close_regions(buffers)
             self._close(f"write failed: {e}", quiet=isinstance(e, ConnectionError))
             return
-        self.last_active = time.monotonic()
+        self.last_active = self.broker.clock.monotonic()
         if done is not None:
             self.sending = done
             done.add_done_callback(self._sent)

@@ -261,13 +261,13 @@ class BrokerMetrics:
         JMX exporter has none (called once per broker process, from Broker.start).
         """
         disable_created_metrics()
-        started = time.time()
+        started = broker.clock.monotonic()
 
         def broker_info() -> Iterable[Metric]:
             info = GaugeMetricFamily("kafka_server_app_info", "This broker", labels=["node_id", "cluster_id", "version"])
             info.add_metric([str(broker.node_id), broker.cluster_id, _version()], 1)
             uptime = GaugeMetricFamily("kafka_server_kafkaserver_uptime_seconds", "Seconds since the broker started")
-            uptime.add_metric([], time.time() - started)
+            uptime.add_metric([], broker.clock.monotonic() - started)
             return [info, uptime]
 
         self.add_collector(broker_info)
@@ -279,7 +279,7 @@ class BrokerMetrics:
 
         self._pre_scrape.append(forget_deleted_topics)
         self.add_collector(lambda: partition_metrics(broker))
-        self.add_collector(lambda: transaction_metrics(broker.txn_coordinator))
+        self.add_collector(lambda: transaction_metrics(broker.txn_coordinator, broker.clock.now_ms() / 1000))
         self.add_collector(lambda: group_metrics(broker.group_coordinator))
         self.add_collector(lambda: cleaner_metrics(getattr(broker, "log_cleaner", None)))
         self.add_collector(lambda: fetch_session_metrics(getattr(broker, "fetch_sessions", None)))

@@ -11,7 +11,6 @@ check passed.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -147,7 +146,7 @@ class ReplicaManager:
         self, topic: str, partition: int, plog: PartitionLog, buf: bytearray, batches: list[rec.BatchInfo],
         verification_guard: object | None = None,
     ) -> ProduceResult:
-        now = int(time.time() * 1000)
+        now = self.broker.clock.now_ms()
         append_time = plog.config.message_timestamp_type == "LogAppendTime"
         info = plog.append(buf, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=append_time,
                            verify_transactions=verification_guard is not None,
@@ -162,7 +161,7 @@ class ReplicaManager:
         offset. Raises on failure: internal writers decide how to retry."""
         plog = self.partition_log(topic, partition)
         batches = rec.validate_batches(batch)
-        now = int(time.time() * 1000)
+        now = self.broker.clock.now_ms()
         info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=False)
         self.wake(topic, partition)
         return info.first_offset
@@ -226,7 +225,7 @@ class ReplicaManager:
                     if not waiters:
                         del self._waiters[key]
 
-        handle = loop.call_later(timeout, lambda: fut.done() or fut.set_result(None))
+        handle = self.broker.clock.call_later(timeout, lambda: fut.done() or fut.set_result(None))
         fut.add_done_callback(cleanup)
         return fut
 

@@ -12,7 +12,6 @@ call it.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import structlog
@@ -46,7 +45,7 @@ def write_txn_marker(
     plog = broker.log_manager.get(topic, partition)
     if plog is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    now = time.time_ns() // 1_000_000
+    now = broker.clock.now_ms()
     batch = rec.build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                     coordinator_epoch=coordinator_epoch, timestamp=now)
     try:

@@ -32,8 +32,6 @@ The append that follows is verified as in part 1 (the partition is now in the tr
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from coordinator.txn.operations import SupportedOperation, produce_operation, supports_epoch_bump
@@ -69,7 +67,7 @@ def verify(
         return ErrorCode.NONE, None
     state = manager.maybe_create_verification_state_entry(
         producer_id, base_sequence, producer_epoch, operation == SupportedOperation.ADD_PARTITION,
-        time.time_ns() // 1_000_000,
+        broker.clock.now_ms(),
     )
     tp = (plog.topic, plog.partition)
     code = txn.handle_verify_partitions_in_transaction(transactional_id, producer_id, producer_epoch, {tp})[tp]
@@ -117,9 +115,9 @@ async def add_partitions(
     config = broker.config
     backoff_s = int(config.get("add.partitions.to.txn.retry.backoff.ms")) / 1000
     retry_timeout_s = int(config.get("add.partitions.to.txn.retry.backoff.max.ms")) / 1000
-    started = time.monotonic()
+    started = broker.clock.monotonic()
     while True:
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = broker.clock.now_ms()
         to_add: set[tuple[str, int]] = set()
         for tp, (plog, base_sequence) in targets.items():
             manager = plog.producer_state.manager
@@ -138,10 +136,10 @@ async def add_partitions(
         if (
             not retry_concurrent
             or code != ErrorCode.CONCURRENT_TRANSACTIONS
-            or time.monotonic() - started >= retry_timeout_s
+            or broker.clock.monotonic() - started >= retry_timeout_s
         ):
             return {} if code == ErrorCode.NONE else dict.fromkeys(to_add, code)
-        await asyncio.sleep(backoff_s)
+        await broker.clock.sleep(backoff_s)
 
 
 def produce_error(code: ErrorCode, operation: SupportedOperation) -> KafkaError:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import re
 import struct
-import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -44,6 +43,7 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.group import parse_subscription_topics
 from protocol.errors import ErrorCode, KafkaError
+from storage.clock import SYSTEM_CLOCK
 
 log = structlog.get_logger(__name__)
 
@@ -152,7 +152,7 @@ class ConsumerGroupManager:
         self.config = config
         # group id -> its dynamic group configs (Kafka's GroupConfigManager), overriding ``config``
         self.group_config = group_config or (lambda _group_id: {})
-        self.time_ms = time_ms or (lambda: int(time.time() * 1000))
+        self.time_ms = time_ms or SYSTEM_CLOCK.now_ms
         self.timer = timer
         self.writer = writer
         self.topics = topics

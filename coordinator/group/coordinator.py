@@ -30,6 +30,7 @@ from coordinator.group.records import RecordFormatError
 from protocol import records as batches
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.record_codec import control_type, decode_records
+from storage.clock import Clock, TimerHandle
 from storage.log_config import segment_bytes_config
 
 if TYPE_CHECKING:
@@ -44,18 +45,18 @@ LOAD_READ_BYTES = 4 * 1024 * 1024
 STOP_POLL_SECONDS = 0.05
 
 
-class AsyncioTimer:
-    """Kafka's CoordinatorTimer on the event loop: one pending deadline per key."""
+class ClockTimer:
+    """Kafka's CoordinatorTimer over the broker's clock: one pending deadline per key."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._handles: dict[str, asyncio.TimerHandle] = {}
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._handles: dict[str, TimerHandle] = {}
 
     def schedule(self, key: str, delay_ms: int, fn: Callable[[], None]) -> None:
         old = self._handles.pop(key, None)
         if old is not None:
             old.cancel()
-        handle: asyncio.TimerHandle | None = None
+        handle: TimerHandle | None = None
 
         def fire() -> None:
             if self._handles.get(key) is handle:
@@ -65,7 +66,7 @@ class AsyncioTimer:
             except Exception:
                 log.exception("group coordinator timer failed", key=key)
 
-        handle = self._loop.call_later(max(delay_ms, 0) / 1000, fire)
+        handle = self._clock.call_later(max(delay_ms, 0) / 1000, fire)
         self._handles[key] = handle
 
     def cancel(self, key: str) -> None:
@@ -96,27 +97,28 @@ class GroupCoordinator:
         self.num_partitions = int(cfg.get("offsets.topic.num.partitions"))
         self.segment_bytes = int(cfg.get("offsets.topic.segment.bytes"))
         self.retention_check_interval_ms = int(cfg.get("offsets.retention.check.interval.ms"))
-        self.timer = AsyncioTimer(asyncio.get_running_loop())
+        self.timer = ClockTimer(env.clock)
         self.manager = GroupMetadataManager(GroupConfig.from_broker(cfg.get), self.timer, self._write,
                                             partition_for=self.partition_for,
                                             on_rebalanced=env.metrics.group_rebalanced,
                                             consumer_config=ConsumerGroupConfig.from_broker(cfg.get),
                                             topics=topics,
-                                            group_config=lambda group_id: dict(env.group_configs(group_id)))
+                                            group_config=lambda group_id: dict(env.group_configs(group_id)),
+                                            time_ms=env.clock.now_ms)
         self.active = False
         self._tasks: list[asyncio.Task] = []
 
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        started = time.monotonic()
+        started = time.perf_counter()
         self.active = True
         loaded = self._load()
         self.manager.on_loaded()
         self._tasks.append(asyncio.create_task(self._expiry_loop(), name="group-offset-expiry"))
         self._tasks.append(asyncio.create_task(self._watch_stopping(), name="group-coordinator-stop-watch"))
         log.info("group coordinator started", groups=len(self.manager.groups), records=loaded,
-                 load_ms=round((time.monotonic() - started) * 1000, 1))
+                 load_ms=round((time.perf_counter() - started) * 1000, 1))
 
     async def shutdown(self) -> None:
         self._unload()
@@ -134,13 +136,13 @@ class GroupCoordinator:
         """Answer parked JoinGroup/SyncGroup as soon as the broker starts stopping, so its
         grace period for in-flight requests is not spent waiting on a rebalance."""
         while not self.env.stopping:
-            await asyncio.sleep(STOP_POLL_SECONDS)
+            await asyncio.sleep(STOP_POLL_SECONDS)  # the process stopping, not time in Kafka's sense
         self._unload()
 
     async def _expiry_loop(self) -> None:
         interval = max(self.retention_check_interval_ms, 10) / 1000
         while True:
-            await asyncio.sleep(interval)
+            await self.env.clock.sleep(interval)
             try:
                 self.manager.cleanup_expired()
             except Exception:
@@ -179,7 +181,7 @@ class GroupCoordinator:
             raise KafkaError(ErrorCode.NOT_COORDINATOR)
         self.ensure_offsets_topic()
         partition = self.partition_for(group_id)
-        batch = batches.build_batch(records, timestamp=int(time.time() * 1000))
+        batch = batches.build_batch(records, timestamp=self.env.clock.now_ms())
         try:
             return self.writer.append(OFFSETS_TOPIC, partition, batch).first_offset
         except Exception as e:

@@ -14,7 +14,6 @@ Responses to JoinGroup and SyncGroup are delivered through callbacks, possibly m
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -36,6 +35,7 @@ from coordinator.group.group import (
 from coordinator.group.offsets import NO_PRODUCER_ID, OffsetAndMetadata, OffsetStore
 from coordinator.group.state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupState
 from protocol.errors import ErrorCode, KafkaError
+from storage.clock import SYSTEM_CLOCK
 
 log = structlog.get_logger(__name__)
 
@@ -163,10 +163,6 @@ def sync_key(group_id: str) -> str:
     return f"sync-{group_id}"
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class GroupMetadataManager:
     """All classic groups and their committed offsets, on every ``__consumer_offsets`` partition
     this node leads (all of them)."""
@@ -176,7 +172,7 @@ class GroupMetadataManager:
         config: GroupConfig,
         timer: Timer,
         writer: Writer,
-        time_ms: Callable[[], int] = _wall_ms,
+        time_ms: Callable[[], int] = SYSTEM_CLOCK.now_ms,
         partition_for: Callable[[str], int] | None = None,
         on_rebalanced: Callable[[str], None] | None = None,
         consumer_config: ConsumerGroupConfig | None = None,

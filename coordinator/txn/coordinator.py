@@ -62,9 +62,6 @@ class _Prepared:
         self.is_epoch_fence = is_epoch_fence
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
 
 class TransactionCoordinator:
     """One per broker; owns every transactional id whose ``__transaction_state`` partition it leads."""
@@ -94,7 +91,7 @@ class TransactionCoordinator:
             name="txn-expire-ids"))
 
     async def _load(self, partitions: list[int]) -> None:
-        started = time.monotonic()
+        started = time.perf_counter()
         records = 0
         for p in partitions:
             try:
@@ -105,12 +102,12 @@ class TransactionCoordinator:
             await asyncio.sleep(0)
         log.info("transaction coordinator loaded", partitions=len(partitions), records=records,
                  transactional_ids=sum(len(e) for e in self.state_manager.cache.values()),
-                 load_ms=round((time.monotonic() - started) * 1000, 1))
+                 load_ms=round((time.perf_counter() - started) * 1000, 1))
 
     async def _every(self, interval_ms: int, fn) -> None:
         interval = max(interval_ms, 10) / 1000
         while True:
-            await asyncio.sleep(interval)
+            await self.env.clock.sleep(interval)
             try:
                 result = fn()
                 if asyncio.iscoroutine(result):
@@ -177,7 +174,7 @@ class TransactionCoordinator:
         if found is None:
             try:
                 created = new_metadata(transactional_id, self._generate_producer_id(), transaction_timeout_ms,
-                                       _now_ms())
+                                       self.env.clock.now_ms())
             except Exception as e:  # noqa: BLE001
                 return error_code_of(e), *fail
             code, found = self.state_manager.put_transaction_state_if_not_exists(created)
@@ -232,8 +229,8 @@ class TransactionCoordinator:
                     new_pid = self._generate_producer_id()
                 except Exception as e:  # noqa: BLE001
                     raise KafkaError(error_code_of(e)) from None
-                return m.prepare_producer_id_rotation(new_pid, timeout_ms, _now_ms(), expected is not None)
-            return m.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], _now_ms())
+                return m.prepare_producer_id_rotation(new_pid, timeout_ms, self.env.clock.now_ms(), expected is not None)
+            return m.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], self.env.clock.now_ms())
         if state == S.ONGOING:
             return m.prepare_fence_producer_epoch()
         raise IllegalTransition(
@@ -263,7 +260,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if m.state == S.ONGOING and partitions <= m.topic_partitions:
             return ErrorCode.NONE  # already there: no write needed
-        transit = m.prepare_add_partitions(partitions, _now_ms(), client_transaction_version)
+        transit = m.prepare_add_partitions(partitions, self.env.clock.now_ms(), client_transaction_version)
         return await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
 
     def handle_verify_partitions_in_transaction(
@@ -351,7 +348,7 @@ class TransactionCoordinator:
         if m.pending_transition_in_progress:
             return ErrorCode.CONCURRENT_TRANSACTIONS, *fail
         if m.state == S.PREPARE_COMMIT and commit or m.state == S.PREPARE_ABORT and not commit:
-            complete = m.prepare_complete(_now_ms())
+            complete = m.prepare_complete(self.env.clock.now_ms())
         elif m.state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
             log.error("illegal transaction state after EndTxn", transactional_id=transactional_id,
                       state=m.state.name)
@@ -392,7 +389,7 @@ class TransactionCoordinator:
                 m.pending_state = None
                 m.producer_epoch = producer_epoch
                 m.last_producer_epoch = NO_PRODUCER_EPOCH
-            return _Prepared(m.prepare_abort_or_commit(next_state, TV_0, NO_PRODUCER_ID, _now_ms(), False),
+            return _Prepared(m.prepare_abort_or_commit(next_state, TV_0, NO_PRODUCER_ID, self.env.clock.now_ms(), False),
                              is_epoch_fence)
         if state == S.COMPLETE_COMMIT:
             return (ErrorCode.NONE if commit else self._invalid_state(m.transactional_id, state, commit)), *fail
@@ -452,7 +449,7 @@ class TransactionCoordinator:
                 # Make way for PrepareAbort; unlike TV1 the fenced epoch is not copied in:
                 # prepare_abort_or_commit bumps the current one (Kafka 4.3).
                 m.pending_state = None
-            transit = m.prepare_abort_or_commit(next_state, client_transaction_version, next_pid, _now_ms(),
+            transit = m.prepare_abort_or_commit(next_state, client_transaction_version, next_pid, self.env.clock.now_ms(),
                                                 no_partition_added)
             return _Prepared(transit, is_epoch_fence)
 
@@ -491,7 +488,7 @@ class TransactionCoordinator:
     async def abort_timed_out_transactions(self) -> int:
         """Abort Ongoing transactions past their timeout, bumping the epoch to fence the producer."""
         aborted = 0
-        for transactional_id, producer_id, _epoch in self.state_manager.timed_out_transactions(_now_ms()):
+        for transactional_id, producer_id, _epoch in self.state_manager.timed_out_transactions(self.env.clock.now_ms()):
             code, found = self.state_manager.get_transaction_state(transactional_id)
             if code != ErrorCode.NONE or found is None:
                 continue

@@ -18,7 +18,6 @@ state keeps new requests for the id at CONCURRENT_TRANSACTIONS until then.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -91,7 +90,7 @@ class TransactionMarkerManager:
         commit = metadata.state == TransactionState.PREPARE_COMMIT
         log.info("resuming transaction markers after load", transactional_id=metadata.transactional_id,
                  state=metadata.state.state_name, partitions=sorted(metadata.topic_partitions))
-        self.add_txn_markers_to_send(coordinator_epoch, commit, metadata, metadata.prepare_complete(_now_ms()))
+        self.add_txn_markers_to_send(coordinator_epoch, commit, metadata, metadata.prepare_complete(self.env.clock.now_ms()))
 
     def _still_owned(self, coordinator_epoch: int, metadata: TransactionMetadata) -> bool:
         code, found = self.state_manager.get_transaction_state(metadata.transactional_id)
@@ -144,7 +143,7 @@ class TransactionMarkerManager:
                              partition=tp[1], error=code.name)
             if not retry and not metadata.topic_partitions:
                 break
-            await asyncio.sleep(backoff)
+            await self.env.clock.sleep(backoff)
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
         await self._write_completion(coordinator_epoch, metadata, complete)
 
@@ -163,13 +162,13 @@ class TransactionMarkerManager:
                 log.info("transaction completed", transactional_id=metadata.transactional_id,
                          producer_id=complete.producer_id, producer_epoch=complete.producer_epoch, state=state)
                 if complete.txn_start_timestamp > 0:
-                    self.env.metrics.txn_completed(state, (_now_ms() - complete.txn_start_timestamp) / 1000)
+                    self.env.metrics.txn_completed(state, (self.env.clock.now_ms() - complete.txn_start_timestamp) / 1000)
                 return
             if error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
                 log.info("not writing the transaction completion", transactional_id=metadata.transactional_id,
                          error=error.name)
                 return
-            await asyncio.sleep(backoff)
+            await self.env.clock.sleep(backoff)
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
 
     async def close(self) -> None:
@@ -179,6 +178,3 @@ class TransactionMarkerManager:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -55,9 +54,6 @@ MAX_TRANSACTION_VERSION = TV_2
 
 OnPrepared = Callable[[int, TransactionMetadata], None]
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def transaction_version_level(config) -> int:
@@ -180,7 +176,7 @@ class TransactionStateManager:
     async def write_records(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         """Append one batch to ``__transaction_state-partition`` (the log flushes it per its
         flush settings, synchronously when ``flush.messages`` is 1)."""
-        batch = batches.build_batch(records, timestamp=_now_ms())
+        batch = batches.build_batch(records, timestamp=self.env.clock.now_ms())
         try:
             self.writer.append(TRANSACTION_STATE_TOPIC, partition, batch)
         except KafkaError as e:
@@ -310,7 +306,7 @@ class TransactionStateManager:
 
     async def remove_expired_transactional_ids(self, now_ms: int | None = None) -> int:
         """Tombstone ids idle for transactional.id.expiration.ms in Empty/Complete* states."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = self.env.clock.now_ms() if now_ms is None else now_ms
         removed = 0
         for partition, entries in list(self.cache.items()):
             epoch = self.coordinator_epochs.get(partition, 0)
@@ -364,7 +360,7 @@ class TransactionStateManager:
                 regex = re.compile(pattern)
             except re.error:
                 return INVALID_REGULAR_EXPRESSION, [], []
-        now = _now_ms()
+        now = self.env.clock.now_ms()
         out = []
         for _epoch, m in self.all_metadata():
             if m.state == TransactionState.DEAD:

@@ -16,32 +16,18 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from storage import checkpoints
+from storage.cleaner.cleaner import BlockingIO, Cleaner, CleanerStats, Step, run_sync
+from storage.cleaner.config import CleanerConfig, CleaningAborted
+from storage.cleaner.selection import LogToClean, cleanable_offsets, max_compaction_delay
+from storage.clock import Clock
 
 if TYPE_CHECKING:
     from storage.log.partition_log import PartitionLog
     from storage.log_manager import LogManager
 
-from storage.cleaner.cleaner import (
-    BlockingIO,
-    Cleaner,
-    CleanerStats,
-    Step,
-    run_sync,
-)
-from storage.cleaner.config import CleanerConfig, CleaningAborted
-from storage.cleaner.selection import (
-    LogToClean,
-    cleanable_offsets,
-    max_compaction_delay,
-)
-
 log = structlog.get_logger(__name__)
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"  # LogCleanerManager.OFFSET_CHECKPOINT_FILE
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _nothing() -> None:
@@ -60,12 +46,12 @@ class LogCleaner:
         log_manager: LogManager,
         config: CleanerConfig | None = None,
         *,
-        clock_ms: Callable[[], int] = _wall_ms,
+        clock: Clock | None = None,
     ) -> None:
         self.log_manager = log_manager
         self.config = config or CleanerConfig()
         self.cleaner = Cleaner(self.config)
-        self.clock_ms = clock_ms
+        self.clock: Clock = clock or log_manager.clock
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         for d in log_manager.log_dirs:
             path = os.path.join(d, CHECKPOINT_FILE)
@@ -82,7 +68,7 @@ class LogCleaner:
         self.max_slice_ms = 0.0  # the longest the cleaner held the loop in one go, since start
         self.cleanings = 0
         self._io_bytes = 0
-        self._io_window_start = time.monotonic()
+        self._io_window_start = self.clock.monotonic()
         self._pending_config: CleanerConfig | None = None
 
     @classmethod
@@ -162,7 +148,7 @@ class LogCleaner:
     ) -> LogToClean | None:
         """LogCleanerManager.grabFilthiestCompactedLog (``exclude``: logs already cleaned in
         this tick, so a log that cannot make progress is not retried in a loop)."""
-        now = self.clock_ms() if now is None else now
+        now = self.clock.now_ms() if now is None else now
         dirty: list[LogToClean] = []
         for plog in self.log_manager.logs():
             key = (plog.topic, plog.partition)
@@ -229,7 +215,7 @@ class LogCleaner:
 
     def clean_log(self, ltc: LogToClean, now: int | None = None) -> tuple[int, CleanerStats] | None:
         """Clean one log to the end on the calling thread; None if it was aborted or failed."""
-        now = self.clock_ms() if now is None else now
+        now = self.clock.now_ms() if now is None else now
         gen = self._start(ltc, now)
         try:
             end_offset, stats = run_sync(gen)
@@ -260,7 +246,7 @@ class LogCleaner:
         seen: set[tuple[str, int]] = set()
         while True:
             self._apply_pending_config()
-            now = self.clock_ms()
+            now = self.clock.now_ms()
             ltc = self.grab_filthiest(now, seen)
             if ltc is None:
                 return cleaned
@@ -284,14 +270,14 @@ class LogCleaner:
         running its blocking file operations (BlockingIO) in the default executor."""
         loop = asyncio.get_running_loop()
         budget = self.config.slice_ms / 1000
-        clock, cpu_clock = time.perf_counter, time.thread_time
+        work_clock, cpu_clock = time.perf_counter, time.thread_time  # loop hold, not time (storage.clock)
         slices = 0
         longest = longest_cpu = busy = 0.0
-        t0, c0 = clock(), cpu_clock()
+        t0, c0 = work_clock(), cpu_clock()
 
         def end_slice() -> None:
             nonlocal slices, longest, longest_cpu, busy
-            wall, cpu = clock() - t0, cpu_clock() - c0
+            wall, cpu = work_clock() - t0, cpu_clock() - c0
             slices += 1
             busy += wall
             longest = max(longest, wall)
@@ -310,11 +296,11 @@ class LogCleaner:
                         # closed (and closes the descriptors the thread is using).
                         await asyncio.wait([job])
                         raise
-                    t0, c0 = clock(), cpu_clock()
-                elif clock() - t0 >= budget:
+                    t0, c0 = work_clock(), cpu_clock()
+                elif work_clock() - t0 >= budget:
                     end_slice()
                     await self._pause()
-                    t0, c0 = clock(), cpu_clock()
+                    t0, c0 = work_clock(), cpu_clock()
                 item = next(gen)
         except StopIteration as stop:
             end_slice()
@@ -335,13 +321,13 @@ class LogCleaner:
         over each window of at least 100 ms, sleep long enough to bring the rate down)."""
         limit = self.config.io_max_bytes_per_second
         if math.isfinite(limit) and limit > 0:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             elapsed = now - self._io_window_start
             if elapsed >= 0.1:
                 needed = (self.cleaner.io_bytes - self._io_bytes) / limit
                 if needed > elapsed:
-                    await asyncio.sleep(needed - elapsed)
-                self._io_window_start = time.monotonic()
+                    await self.clock.sleep(needed - elapsed)
+                self._io_window_start = self.clock.monotonic()
                 self._io_bytes = self.cleaner.io_bytes
         # Twice: after one sleep(0) this task is already first in the ready queue of the next
         # loop iteration, ahead of the timers and socket callbacks that iteration collects;

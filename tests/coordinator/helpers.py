@@ -8,6 +8,7 @@ from collections.abc import Callable
 from coordinator.group.group import JoinResult, SyncResult
 from coordinator.group.manager import GroupConfig, GroupMetadataManager, JoinRequest
 from protocol.errors import ErrorCode, KafkaError
+from storage.clock import SYSTEM_CLOCK
 
 
 class FakeTimer:
@@ -138,6 +139,7 @@ class FakeEnv:
         self.metrics = SimpleNamespace(txn_completed=lambda *a: None, txn_timed_out=lambda: None,
                                        marker_written=lambda *a: None, marker_retry=lambda: None,
                                        group_rebalanced=lambda *a: None)
+        self.clock = SYSTEM_CLOCK
         self.stopping = False
         self.features = features or {}
         self._next_pid = 1000
