@@ -1,3 +1,5 @@
+"""``python -m broker``: the broker process (``broker.ops.cli``)."""
+
 import sys
 
 from broker.ops.cli import main

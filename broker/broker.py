@@ -1,4 +1,5 @@
-"""The broker process: owns every piece of state, on one event loop, with no locks.
+"""The composition root: the broker process builds every service, injects the ports and owns every
+piece of state, on one event loop, with no locks. Handlers see it through ``broker.services``.
 
 Start-up order: meta.properties (cluster id that survives restarts) -> topic metadata ->
 partition logs (recovery only after an unclean stop) -> coordinators -> listeners. Shutdown
@@ -12,7 +13,7 @@ import asyncio
 import base64
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import structlog
@@ -21,17 +22,25 @@ from broker.cluster.controller import Controller
 from broker.cluster.metadata import MetadataStore
 from broker.cluster.quotas import ClientQuotas
 from broker.config.broker_config import BrokerConfig
+from broker.config.dynamic_config import check_stored, elr_safety
+from broker.config.features import ELR_VERSION, ensure_formatted, level
 from broker.coordinator_ports import BrokerCoordinatorEnv, BrokerPartitionWriter
+from broker.handlers.registry import load_all
 from broker.net.connection_quotas import ConnectionQuotas
-from broker.net.sasl import SaslSession, listener_mechanisms, plain_users
+from broker.net.sasl import SaslSession, ScramCredential, listener_mechanisms, plain_users
+from broker.net.server import Connection, start_listeners
 from broker.ops.metrics import BrokerMetrics
+from broker.ops.metrics_http import start_metrics
 from broker.replica.fetch_sessions import FetchSessionCache
 from broker.replica.replica_manager import ReplicaManager
 from broker.replica.txn_markers import InProcessMarkerChannel
 from broker.replica.txn_verification import BrokerTransactionVerifier
 from coordinator.group.coordinator import GroupCoordinator
+from coordinator.producer_ids import ProducerIdManager, expire_idle_producers
 from coordinator.txn.coordinator import TransactionCoordinator
 from storage import checkpoints
+from storage.cleaner.config import CleanerConfig
+from storage.cleaner.manager import LogCleaner
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.log_manager import LogManager
 
@@ -46,25 +55,34 @@ def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+Hook = Callable[["Broker"], Awaitable[None]]
+
+
 class Broker:
+    """Satisfies ``broker.services.Services``. What needs the disk (producer ids, the coordinators'
+    loads) is built in ``start``: a started broker always has every service."""
+
+    producer_ids: ProducerIdManager
+    group_coordinator: GroupCoordinator
+    txn_coordinator: TransactionCoordinator
+
     def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.clock = clock  # the one clock: logs, coordinators, quotas, timers
         self.node_id: int = config.node_id
         self.cluster_id: str = ""
         self.metrics = BrokerMetrics()
-        self.connections: set = set()
+        self.connections: set[Connection] = set()
         self.connection_quotas = ConnectionQuotas(config.get)
         self.max_frame_size = int(config.get("socket.request.max.bytes"))
         self.sasl_max_receive_size = int(config.get("sasl.server.max.receive.size"))
         # Kafka's memory pool: bytes of requests received and not yet answered, on every connection
         self.queued_max_request_bytes = int(config.get("queued.max.request.bytes"))
         self.queued_request_bytes = 0
-        self.memory_paused: set = set()  # connections waiting for queued.max.request.bytes
+        self.memory_paused: set[Connection] = set()  # connections waiting for queued.max.request.bytes
         self.inflight: set[asyncio.Task] = set()
         self.bound_ports: dict[str, int] = {}
         self.started_at = time.perf_counter()  # for the start-up time in the log
-        self.log_manager: LogManager | None = None
         self.metadata = MetadataStore(config.log_dirs[0])
         self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None
         self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
@@ -74,17 +92,21 @@ class Broker:
         # KIP-227 sessions; Kafka's eviction time is a constant (MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)
         self.fetch_sessions = FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")),
                                                 eviction_ms=120_000)
-        self.replica_manager: ReplicaManager | None = None
-        self.group_coordinator = None
-        self.txn_coordinator = None
-        self.producer_ids = None  # coordinator.producer_ids.ProducerIdManager, set in start() (issue 4)
-        self.log_cleaner = None  # storage.cleaner.LogCleaner when log.cleaner.enable
-        self._servers: list = []
-        self._periodic: list[asyncio.Task] = []
+        # The logs open in start(), after the dynamic configs are applied (update_broker_defaults)
+        self.log_manager = LogManager(config.log_dirs, config.topic_defaults(), topic_overrides=self._topic_overrides,
+                                      producer_state_config={
+                                          "producer_id_expiration_ms": config.get("producer.id.expiration.ms"),
+                                          "max_transaction_timeout_ms": config.get("transaction.max.timeout.ms"),
+                                      }, clock=clock)
+        self.replica_manager = ReplicaManager(self)
+        self.log_cleaner: LogCleaner | None = None  # when log.cleaner.enable
+        self._servers: list[asyncio.Server] = []
+        self.metrics_port: int | None = None  # the /metrics endpoint's bound port (metrics.port)
+        self._periodic: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.stopping = False
-        self.startup_hooks: list[Callable] = []
-        self.shutdown_hooks: list[Callable] = []
+        self.startup_hooks: list[Hook] = []
+        self.shutdown_hooks: list[Hook] = []
 
     def resume_memory_paused(self) -> None:
         """Connections paused for queued.max.request.bytes read again once there is room."""
@@ -97,21 +119,13 @@ class Broker:
     # --- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        from broker.handlers.registry import load_all
-        from broker.net.server import start_listeners
-        from broker.ops.metrics_http import start_metrics
-
         load_all()
         for d in self.config.log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
         self.metadata.load()
-        from broker.config.features import ELR_VERSION, ensure_formatted, level
-
         ensure_formatted(self)  # the finalized features of a new cluster (kafka-storage format)
         try:  # before the logs open: they take the broker-level defaults
-            from broker.config.dynamic_config import check_stored, elr_safety
-
             if level(self, ELR_VERSION) >= 1:
                 elr_safety(self)
             check_stored(self)
@@ -120,18 +134,12 @@ class Broker:
             log.exception("dynamic broker configs could not be applied; starting with the static configs",
                           stored=self.metadata.broker_configs)
             self.config.set_dynamic({}, {})
-        self.log_manager = LogManager(self.config.log_dirs, self.config.topic_defaults(),
-                                      topic_overrides=self._topic_overrides,
-                                      producer_state_config={
-                                          "producer_id_expiration_ms": self.config.get("producer.id.expiration.ms"),
-                                          "max_transaction_timeout_ms": self.config.get("transaction.max.timeout.ms"),
-                                      }, clock=self.clock)
+            self.log_manager.update_broker_defaults(self.config.topic_defaults(), self._topic_overrides)
+            self.log_manager.update_producer_state_config(
+                producer_id_expiration_ms=self.config.get("producer.id.expiration.ms"))
         self.log_manager.startup(now_ms=self.clock.now_ms())
         self._reconcile_partitions()
-        self.replica_manager = ReplicaManager(self)
-        # issue 4: producer ids (after the log dirs are locked: one process owns the block file)
-        from coordinator.producer_ids import ProducerIdManager, expire_idle_producers
-
+        # producer ids: after the log dirs are locked (one process owns the block file)
         self.producer_ids = ProducerIdManager(self.config.log_dirs[0], broker_id=self.node_id)
         await self._start_coordinators()
         self._servers = await start_listeners(self)
@@ -141,10 +149,8 @@ class Broker:
         self._schedule(lambda: min(self.config.get("connections.max.idle.ms") // 2, 1000), self._expire_idle_connections)
         self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
         if self.config.get("log.cleaner.enable"):  # log compaction, in slices on this loop
-            from storage.cleaner.manager import LogCleaner
-
-            self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, self.config)
-            self._schedule(lambda: self.log_cleaner.config.backoff_ms, self.log_cleaner.run)
+            cleaner = self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, self.config)
+            self._schedule(lambda: cleaner.config.backoff_ms, cleaner.run)
         # issue 4: Kafka's PeriodicProducerExpirationCheck, for every partition
         self._schedule(self.config.get("producer.id.expiration.check.interval.ms"),
                        lambda: expire_idle_producers(self.log_manager))
@@ -174,13 +180,10 @@ class Broker:
         have no counterpart in this single-threaded PLAINTEXT broker: they are kept and reported."""
         stored = self.metadata.broker_configs
         self.config.set_dynamic(stored.get("", {}), stored.get(str(self.node_id), {}))
-        if self.log_manager is not None:
-            self.log_manager.update_broker_defaults(self.config.topic_defaults(), self._topic_overrides)
-            self.log_manager.update_producer_state_config(
-                producer_id_expiration_ms=self.config.get("producer.id.expiration.ms"))
+        self.log_manager.update_broker_defaults(self.config.topic_defaults(), self._topic_overrides)
+        self.log_manager.update_producer_state_config(
+            producer_id_expiration_ms=self.config.get("producer.id.expiration.ms"))
         if self.log_cleaner is not None:
-            from storage.cleaner.config import CleanerConfig
-
             self.log_cleaner.reconfigure(CleanerConfig.from_broker_config(self.config))
 
     def _topic_overrides(self, topic: str) -> dict[str, str]:
@@ -262,15 +265,13 @@ class Broker:
         self.stopping = True
         for server in self._servers:
             server.close()
-        if self.replica_manager is not None:
-            self.replica_manager.wake_all()
+        self.replica_manager.wake_all()
         if self.inflight:
             await asyncio.wait(list(self.inflight), timeout=SHUTDOWN_GRACE_SECONDS)
         for task in list(self.inflight):
             task.cancel()
         for conn in list(self.connections):
-            if conn.transport is not None:
-                conn.transport.close()
+            conn.transport.close()
         for task in self._periodic:
             task.cancel()
         for hook in self.shutdown_hooks:
@@ -278,7 +279,7 @@ class Broker:
                 await hook(self)
             except Exception:
                 log.exception("shutdown hook failed")
-        if self.log_manager is not None:
+        if self.log_manager.started:
             self.log_manager.shutdown()
         try:
             self.metadata.write_snapshot()  # the journal folded into topics.json
@@ -293,7 +294,7 @@ class Broker:
             return None
         users = plain_users(self.config.get(f"listener.name.{listener.lower()}.plain.sasl.jaas.config"))
 
-        def credential(user: str, mechanism: int):
+        def credential(user: str, mechanism: int) -> ScramCredential | None:
             return self.metadata.scram.get(user, {}).get(mechanism)
 
         return SaslSession(listener_mechanisms(self.config, listener), users, credential)

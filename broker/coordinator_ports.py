@@ -15,16 +15,16 @@ from storage.clock import Clock
 from storage.producer.types import AppendOrigin
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.config.broker_config import BrokerConfig
     from broker.ops.metrics import BrokerMetrics
+    from broker.services import Services
     from storage.log.partition_log import AppendResult, PartitionLog
 
 
 class BrokerCoordinatorEnv:
     """``coordinator.runtime.CoordinatorEnv`` over a broker."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Services) -> None:
         self._broker = broker
         self.node_id: int = broker.node_id
         self.config: BrokerConfig = broker.config
@@ -52,7 +52,7 @@ class BrokerPartitionWriter:
     """``coordinator.runtime.PartitionWriter``: this node leads every partition, so a write is a
     local append as the leader (Kafka's CoordinatorPartitionWriter.append)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Services) -> None:
         self._broker = broker
 
     def partitions(self, topic: str) -> int | None:

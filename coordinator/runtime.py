@@ -41,10 +41,21 @@ class MetricsSink(Protocol):
 
 
 class CoordinatorEnv(Protocol):
-    node_id: int
-    config: ConfigView
-    metrics: MetricsSink
-    clock: Clock  # every timestamp and timer of the coordinators
+    # Read-only properties, not attributes: a settable protocol member would have to be declared
+    # with exactly these types, and the broker's env rightly holds its concrete config and metrics.
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def config(self) -> ConfigView: ...
+
+    @property
+    def metrics(self) -> MetricsSink: ...
+
+    @property
+    def clock(self) -> Clock:
+        """Every timestamp and timer of the coordinators."""
+        ...
 
     @property
     def stopping(self) -> bool:

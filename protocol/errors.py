@@ -151,7 +151,9 @@ class KafkaError(Exception):
 
     def __init__(self, code: ErrorCode | str | None = None, message: str | None = None) -> None:
         if code is None or isinstance(code, str):  # ``Subclass("message")``
-            code, message = self.default_code, code if message is None else message
+            if message is None:
+                message = code
+            code = self.default_code
         super().__init__(message or code.name)
         self.code: ErrorCode = code
         self.message = message

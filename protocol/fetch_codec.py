@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from protocol.primitives import (
     INT32,
@@ -121,12 +121,19 @@ class FetchRequestView(NamedTuple):
 # Response inputs
 
 
+class RecordsRegion(Protocol):
+    """A stretch of a segment file the connection sends with sendfile (storage's FileRegion, at
+    least INLINE_RECORDS_MAX long): the codec needs its length and passes it on as its own buffer."""
+
+    def __len__(self) -> int: ...
+
+
 class FetchPartitionResponse(NamedTuple):
     """One partition's answer; defaults are those of Kafka's error partitions.
 
     ``aborted_transactions``: None (null) for read_uncommitted, a possibly empty list of
     ``(producer_id, first_offset)`` for read_committed. ``records``: a byte buffer (bytes,
-    bytearray, or a 1-D byte memoryview of a segment file), or None for null. The tagged
+    bytearray, or a 1-D byte memoryview of a segment file) or a ``RecordsRegion``, or None for null. The tagged
     v12+ fields are sent only when given and not all-default:
     ``diverging_epoch=(epoch, end_offset)``, ``current_leader=(leader_id, leader_epoch)``,
     ``snapshot_id=(end_offset, epoch)``.
@@ -139,7 +146,7 @@ class FetchPartitionResponse(NamedTuple):
     log_start_offset: int = -1
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
-    records: Buffer | None = b""
+    records: Buffer | RecordsRegion | None = b""
     diverging_epoch: tuple[int, int] | None = None
     current_leader: tuple[int, int] | None = None
     snapshot_id: tuple[int, int] | None = None
@@ -160,7 +167,7 @@ class EncodedResponse(NamedTuple):
     writes can prepend its frame prefix and header to it.
     """
 
-    buffers: list[bytes | bytearray | memoryview]
+    buffers: list[bytes | bytearray | memoryview | RecordsRegion]
     size: int
 
 
@@ -433,7 +440,7 @@ def encode_fetch_response(
     flexible = version >= FIRST_FLEXIBLE_VERSION
     v5 = version >= 5
     v11 = version >= 11
-    buffers: list[bytes | bytearray | memoryview] = []
+    buffers: list[bytes | bytearray | memoryview | RecordsRegion] = []
     size = 0
     chunk: list[bytes | bytearray | memoryview] = []
     ap = chunk.append
@@ -446,6 +453,8 @@ def encode_fetch_response(
         if version >= FIRST_TOPIC_ID_VERSION:
             ap(uuid_bytes(topic_id))
             ap(uvarint(len(partitions) + 1))
+        elif name is None:
+            raise ValueError(f"Fetch v{version} names its topics: a topic name is None")
         elif flexible:
             ap(encode_compact_string(name))
             ap(uvarint(len(partitions) + 1))
@@ -475,7 +484,7 @@ def encode_fetch_response(
             else:
                 n = records.nbytes if type(records) is memoryview else len(records)
                 ap(uvarint(n + 1) if flexible else INT32.pack(n))
-                if n > INLINE_RECORDS_MAX:
+                if n > INLINE_RECORDS_MAX or not isinstance(records, (bytes, bytearray, memoryview)):
                     head = b"".join(chunk)
                     buffers.append(head)
                     buffers.append(records)

@@ -29,14 +29,14 @@ class RequestHeader:
     body_offset: int  # where the request body starts in the frame
 
 
-def peek_api(frame: bytes) -> tuple[int, int]:
+def peek_api(frame: bytes | bytearray) -> tuple[int, int]:
     """api_key and api_version: enough to decide how to parse the rest of the header."""
     if len(frame) < 4:
         raise MalformedHeader("request frame shorter than a header")
     return _KEY_VERSION.unpack_from(frame, 0)
 
 
-def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
+def parse_request_header(frame: bytes | bytearray, flexible: bool) -> RequestHeader:
     if len(frame) < 10:
         raise MalformedHeader("request frame shorter than a header")
     api_key, api_version, correlation_id, client_len = _FIXED.unpack_from(frame, 0)

@@ -16,7 +16,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 #: API key -> (kafka-python module under ``kafka.protocol``, message name without Request/Response)
 API_MODULES: dict[int, tuple[str, str]] = {
@@ -98,14 +98,16 @@ def _register_unexecuted(package: str) -> None:
     spec = importlib.util.find_spec(package)
     if spec is None or spec.loader is None:
         return
+    loader = spec.loader  # bound here so the closure keeps the narrowed (not-None) type
     module = importlib.util.module_from_spec(spec)
 
     def complete(name: str) -> Any:
         del module.__getattr__
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
         return getattr(module, name)
 
-    module.__getattr__ = complete
+    # through the namespace: PEP 562 looks ``__getattr__`` up there, and ModuleType declares it a method
+    vars(module)["__getattr__"] = complete
     sys.modules[package] = module
 
 
@@ -148,6 +150,16 @@ def is_flexible(api_key: int, version: int) -> bool:
     """Whether this request/response version uses flexible encoding (header v2 / v1)."""
     cls = request_class(api_key)
     return bool(cls is not None and cls.flexible_version_q(version))
+
+
+class ApiMessage(Protocol):
+    """A request or response body: an instance of kafka-python's classes generated from Kafka's
+    JSON specs at run time (or a hand-written fast path), so its fields are only known then; a
+    handler reads them by the names of the protocol doc (``req.transactional_id``)."""
+
+    def __getattr__(self, name: str) -> Any: ...
+
+    def __setattr__(self, name: str, value: Any) -> None: ...
 
 
 class LazyClass:

@@ -60,7 +60,7 @@ FIRST_TOPIC_ID_VERSION = 13
 class ProducePartitionView(NamedTuple):
     """One partition of a Produce request; ``records`` aliases the request buffer."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # Kafka's field name; shadows tuple.index, callers read .index
     records: memoryview | None
 
 
@@ -89,7 +89,7 @@ class ProducePartitionResponse(NamedTuple):
     NOT_LEADER_OR_FOLLOWER, and only when it is not the default ``(-1, -1)``.
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # Kafka's field name; shadows tuple.index, callers read .index
     error_code: int = 0
     base_offset: int = -1
     log_append_time_ms: int = -1
@@ -319,6 +319,8 @@ def encode_produce_response(
         if version >= FIRST_TOPIC_ID_VERSION:
             ap(uuid_bytes(topic_id))
             ap(uvarint(len(partitions) + 1))
+        elif name is None:
+            raise ValueError(f"Produce v{version} names its topics: a topic name is None")
         elif flexible:
             ap(encode_compact_string(name))
             ap(uvarint(len(partitions) + 1))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
@@ -34,9 +34,17 @@ from protocol.records import (
 )
 
 # Parsed record: (length start, attributes position, position after the timestamp delta, end,
-# timestamp delta, offset delta, key or None, has value)
-R_START, R_ATTRS, R_AFTER_TS, R_END, R_TS_DELTA, R_OFFSET_DELTA, R_KEY, R_HAS_VALUE = range(8)
+# timestamp delta, offset delta, key or None, has value). A plain tuple, cheapest to build; the
+# indexes are Final literals so ``r[R_KEY]`` has its own element's type, not the union of all.
 Record = tuple[int, int, int, int, int, int, "bytes | None", bool]
+R_START: Final = 0
+R_ATTRS: Final = 1
+R_AFTER_TS: Final = 2
+R_END: Final = 3
+R_TS_DELTA: Final = 4
+R_OFFSET_DELTA: Final = 5
+R_KEY: Final = 6
+R_HAS_VALUE: Final = 7
 
 
 class CorruptRecords(InvalidBatch):

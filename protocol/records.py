@@ -10,7 +10,7 @@ work (decompression, key/value access) is only done on cold paths through kafka-
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from crc32c import crc32c
@@ -296,7 +296,7 @@ def encode_record(
 
 
 def build_batch(
-    records: list[tuple[bytes | None, bytes | None]],
+    records: Sequence[tuple[bytes | None, bytes | None]],
     *,
     base_offset: int = 0,
     timestamp: int,

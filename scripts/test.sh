@@ -9,7 +9,7 @@ need=()
 command -v kcat >/dev/null || need+=(kcat)
 command -v java >/dev/null || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || need+=(maven)
-# Go, for franz-go's own test suite (tests/test_franz_go.py): the machine's toolchain if it has one,
+# Go, for franz-go's own test suite (tests/e2e/test_franz_go.py): the machine's toolchain if it has one,
 # else Debian's (Go >= 1.21 fetches the toolchain tests/go/go.mod asks for from the module proxy).
 [[ -x /usr/local/go/bin/go ]] && export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || need+=(golang-go)
@@ -24,6 +24,7 @@ fi
 .venv/bin/pip install -q -e '.[test]'
 .venv/bin/python -m compileall -q broker protocol storage coordinator >/dev/null  # as scripts/run.sh
 .venv/bin/ruff check broker protocol storage coordinator tests bench pipelines
+.venv/bin/mypy  # protocol/ storage/ coordinator/ broker/ ([tool.mypy] in pyproject.toml)
 # The broker as users install it: every broker the tests start runs from .venv-runtime, the wheel of
 # this tree with only its runtime dependencies (tests/support/runtime_env.py; rebuilt when sources change).
 .venv/bin/python -c "from tests.support.runtime_env import ensure_runtime_venv; ensure_runtime_venv()"

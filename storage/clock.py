@@ -100,7 +100,12 @@ class ManualClock:
             await asyncio.sleep(0)
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        handle = self.call_later(delay_s, lambda: done.done() or done.set_result(None))
+
+        def wake() -> None:
+            if not done.done():  # the sleeping task may have been cancelled meanwhile
+                done.set_result(None)
+
+        handle = self.call_later(delay_s, wake)
         try:
             await done
         finally:

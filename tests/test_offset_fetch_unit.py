@@ -18,7 +18,7 @@ from tests.differential.wire import build
 KNOWN, UNKNOWN = uuid.UUID(int=1), uuid.UUID(int=2)
 
 
-def _ctx(version: int, group_coordinator=None):
+def _ctx(version: int, group_coordinator=SimpleNamespace(active=False)):  # noqa: B008 - not mutated
     info = SimpleNamespace(name="t", topic_id=KNOWN, partitions=2)
     metadata = SimpleNamespace(by_id={KNOWN: info}, topics={"t": info},
                                name_of=lambda topic_id: info.name if topic_id == KNOWN else None)

@@ -198,10 +198,6 @@ def test_allocation_failure_is_the_exceptions_error():
     assert _answer(init_producer_id.handle(_ctx(4, producer_ids=Broken()), _req(4))) == (-1, -1, -1)
 
 
-def test_transactional_without_coordinator():
-    assert _answer(init_producer_id.handle(_ctx(4), _req(4, "tx"))) == (15, -1, -1)
-
-
 @pytest.mark.parametrize(("version", "expected"), [(3, 47), (4, 90), (5, 90)])
 def test_transactional_goes_to_the_coordinator(version, expected):
     calls = []

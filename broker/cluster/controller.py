@@ -21,7 +21,7 @@ from storage.errors import InvalidConfig
 from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, LogConfig
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.services import Services
 
 log = structlog.get_logger(__name__)
 
@@ -44,7 +44,7 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: never a c
 
 
 class Controller:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Services) -> None:
         self.broker = broker
 
     def log_config(self, topic: TopicInfo) -> LogConfig:
@@ -72,7 +72,7 @@ class Controller:
         configs: dict[str, str] | None = None,
         *,
         validate_only: bool = False,
-        assignments: list | None = None,
+        assignments: list[list[int]] | None = None,
         create_logs: bool = True,
     ) -> TopicInfo | None:
         """Validate and create a topic; raises KafkaError with Kafka's error code. With
@@ -150,8 +150,7 @@ class Controller:
         self.broker.metadata.remove(name)
         self.broker.log_manager.delete_topic(name)
         self.broker.replica_manager.topic_deleted(name)
-        if self.broker.group_coordinator is not None:
-            self.broker.group_coordinator.manager.on_topic_deleted(name)
+        self.broker.group_coordinator.manager.on_topic_deleted(name)
         log.info("topic deleted", topic=name, topic_id=str(info.topic_id))
         return info
 

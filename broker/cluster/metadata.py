@@ -18,14 +18,17 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.scram_credentials import Credentials, ScramCredential
 from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from protocol.messages import ApiMessage
 
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" would let a final newline in
 MAX_TOPIC_LENGTH = 249
@@ -133,7 +136,7 @@ class MetadataStore:
 
     def _apply(self, record: dict[str, Any]) -> None:
         """One journal record (what ``_record`` wrote)."""
-        kind, key, value = record["kind"], record.get("key"), record.get("value")
+        kind, key, value = record["kind"], record["key"], record["value"]
         if kind == "topic":
             old = self.topics.get(key)
             if old is not None:
@@ -251,12 +254,13 @@ class MetadataStore:
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
 
-    def split_known_partitions(self, topics) -> tuple[dict[tuple[str, int], ErrorCode], list[tuple[str, list]]]:
+    def split_known_partitions(self, topics: Iterable[ApiMessage]
+                               ) -> tuple[dict[tuple[str, int], ErrorCode], list[tuple[str, list[ApiMessage]]]]:
         """Split a request's topics (each with ``.name`` and ``.partitions`` entries that have a
         ``.partition_index``) into the entries of partitions this cluster has, per topic, and
         UNKNOWN_TOPIC_OR_PARTITION for the rest: the first step of every offset API."""
         errors: dict[tuple[str, int], ErrorCode] = {}
-        known: list[tuple[str, list]] = []
+        known: list[tuple[str, list[ApiMessage]]] = []
         for t in topics:
             info = self.topics.get(t.name)
             parts = []
@@ -269,18 +273,21 @@ class MetadataStore:
                 known.append((t.name, parts))
         return errors, known
 
-    def name_of(self, topic_id) -> str | None:
+    def name_of(self, topic_id: uuid.UUID | None) -> str | None:
         """The name of the topic with this id, None if there is none (deleted, or never was)."""
-        info = self.by_id.get(topic_id)
+        info = self.by_id.get(topic_id) if topic_id is not None else None
         return info.name if info is not None else None
 
-    def named_by_id(self, topics) -> tuple[list, dict[tuple[str, int], ErrorCode]]:
+    def named_by_id(self, topics: Iterable[ApiMessage]
+                    ) -> tuple[list[ApiMessage], dict[tuple[str, int], ErrorCode]]:
         """For APIs that name topics by id (OffsetCommit v10, TxnOffsetCommit v6): fill in the
         ``name`` of each topic whose ``topic_id`` is known and return those, with
         UNKNOWN_TOPIC_ID for every partition of the others. Their ``name`` becomes a key no topic
         name can equal (a tuple), so an unknown id's error never mixes with a real topic's. Kafka
         resolves ids the same way before any other check."""
-        named, unknown = [], {}
+        named: list[ApiMessage] = []
+        unknown: dict[tuple[str, int], ErrorCode] = {}
+        # (the topics are renamed in place, which protocol.messages.ApiMessage does not declare: no __setattr__)
         for t in topics:
             name = self.name_of(t.topic_id)
             if name is None:

@@ -19,8 +19,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from storage.clock import SYSTEM_CLOCK, Clock
+
+if TYPE_CHECKING:
+    from broker.cluster.metadata import MetadataStore
+    from broker.services import Services
 
 Entity = tuple[tuple[str, str | None], ...]  # ((type, name or None = default), ...) sorted by type
 
@@ -67,9 +72,10 @@ class _Rate:
 
 
 class ClientQuotas:
-    def __init__(self, store, samples: int = 11, window_s: float = 1.0, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, store: MetadataStore, samples: int = 11, window_s: float = 1.0,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
-        self.store = store  # broker.cluster.metadata.MetadataStore: client_quotas, set_client_quotas
+        self.store = store  # its client_quotas are the quotas in force
         self.samples = samples
         self.window_s = window_s
         self._rates: dict[tuple[str, Entity], _Rate] = {}
@@ -94,9 +100,10 @@ class ClientQuotas:
                 return entity, values[key]
         return None
 
-    def record(self, key: str, client_id: str | None, nbytes: int, now: float | None = None,
+    def record(self, key: str, client_id: str | None, amount: float, now: float | None = None,
                user: str = ANONYMOUS) -> int:
-        """Count ``nbytes`` against the client's ``key`` quota; the throttle time in ms (0: within it)."""
+        """Count ``amount`` (bytes, or percent-seconds for request_percentage) against the client's
+        ``key`` quota; the throttle time in ms (0: within it)."""
         found = self.quota(key, user, client_id or "")
         if found is None:
             return 0
@@ -105,7 +112,7 @@ class ClientQuotas:
         rate = self._rates.get((key, entity))
         if rate is None:
             rate = self._rates[(key, entity)] = _Rate(self.samples, self.window_s, now)
-        observed = rate.record(nbytes, now)
+        observed = rate.record(amount, now)
         if bound <= 0 or observed <= bound:
             return 0
         throttle = (observed - bound) / bound * rate.elapsed(now) * 1000
@@ -119,7 +126,7 @@ class ClientQuotas:
         self.muted_until.pop(connection_id, None)
 
 
-def user_of(broker, connection_id: str) -> str:
+def user_of(broker: Services, connection_id: str) -> str:
     """The principal name quotas use: the SASL user, else ANONYMOUS."""
     session = broker.sasl_sessions.get(connection_id)
     principal = session.principal if session is not None else None

@@ -12,8 +12,12 @@ import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from protocol.messages import ApiMessage
 
 # ScramMechanism.type -> (name, hash); both have minIterations 4096.
 MECHANISMS = {1: ("SCRAM-SHA-256", "sha256"), 2: ("SCRAM-SHA-512", "sha512")}
@@ -49,16 +53,16 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | No
     return None
 
 
-def alter(current: Mapping[str, Mapping[int, ScramCredential]], deletions: Iterable,
-          upsertions: Iterable) -> tuple[Credentials, list[AlterResult]]:
+def alter(current: Mapping[str, Mapping[int, ScramCredential]], deletions: Iterable[ApiMessage],
+          upsertions: Iterable[ApiMessage]) -> tuple[Credentials, list[AlterResult]]:
     """Apply a request's ``deletions`` (name, mechanism) and ``upsertions`` (name, mechanism,
     iterations, salt, salted_password); return the new credentials and one result per user.
 
     A user named twice in one request (in either list) gets DUPLICATE_RESOURCE and none of its
     changes apply; every other user's valid change applies, as the controller's atomic batch does.
     """
-    to_delete: dict[str, object] = {}
-    to_upsert: dict[str, object] = {}
+    to_delete: dict[str, ApiMessage] = {}
+    to_upsert: dict[str, ApiMessage] = {}
     errors: dict[str, tuple[int, str]] = {}
     duplicate = (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
     for d in deletions:

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from broker.config.kafka_defaults import KAFKA_BROKER_CONFIGS
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import InvalidConfig
 from storage.log_config import TOPIC_CONFIGS, parse_config
+
+if TYPE_CHECKING:
+    from broker.config.broker_config import BrokerConfig
+    from broker.services import Services
 
 MIN_ISR = "min.insync.replicas"
 # SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.<config>).
@@ -144,7 +149,7 @@ def is_known(name: str) -> bool:
     return name in KAFKA_BROKER_CONFIGS
 
 
-def alter(broker, resource_name: str, configs: Mapping[str, str], validate_only: bool,
+def alter(broker: Services, resource_name: str, configs: Mapping[str, str], validate_only: bool,
           touched: Iterable[str] | None = None) -> None:
     """Validate ``configs`` as the resource's whole new dynamic set, then (unless ``validate_only``)
     keep it durably in the cluster metadata and apply it; raises KafkaError. ``touched``: the names
@@ -172,7 +177,7 @@ def _check_elr_min_isr(per_broker: bool, configs: Mapping[str, str], touched: se
         raise KafkaError(ErrorCode.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
 
 
-def elr_safety(broker) -> None:
+def elr_safety(broker: Services) -> None:
     """Kafka's maybeGenerateElrSafetyRecords, at start-up: the cluster level gets the statically
     configured min.insync.replicas if it has none, and no broker level keeps one of its own."""
     from broker.config.broker_config import BrokerConfig
@@ -187,7 +192,7 @@ def elr_safety(broker) -> None:
             broker.metadata.set_broker_configs(name, {k: v for k, v in configs.items() if k != MIN_ISR})
 
 
-def _check_together(broker, resource_name: str, configs: Mapping[str, str]) -> None:
+def _check_together(broker: Services, resource_name: str, configs: Mapping[str, str]) -> None:
     """The whole configuration the change would give must hold together (topic defaults such as
     min.compaction.lag.ms <= max.compaction.lag.ms, listeners, the cleaner's buffers), and pass
     the reconfiguration checks against the running values; checked on a trial copy before
@@ -196,7 +201,7 @@ def _check_together(broker, resource_name: str, configs: Mapping[str, str]) -> N
     _trial(broker.config, stored, broker.node_id, running=broker.config)
 
 
-def check_stored(broker) -> None:
+def check_stored(broker: Services) -> None:
     """At start-up: the stored sets (perhaps from an older version, or edited) must still apply."""
     stored = broker.metadata.broker_configs
     for name in ("", str(broker.node_id)):
@@ -205,7 +210,8 @@ def check_stored(broker) -> None:
     _trial(broker.config, stored, broker.node_id, running=None)
 
 
-def _trial(config, stored: Mapping[str, Mapping[str, str]], node_id: int, running) -> None:
+def _trial(config: BrokerConfig, stored: Mapping[str, Mapping[str, str]], node_id: int,
+           running: BrokerConfig | None) -> None:
     from broker.config.broker_config import BrokerConfig
     from storage.cleaner.cleaner import Cleaner
     from storage.cleaner.config import CleanerConfig
@@ -235,7 +241,7 @@ def _trial(config, stored: Mapping[str, Mapping[str, str]], node_id: int, runnin
         raise KafkaError(ErrorCode.INVALID_REQUEST, str(e)) from None
 
 
-def _check_reconfiguration(current, trial) -> None:
+def _check_reconfiguration(current: BrokerConfig, trial: BrokerConfig) -> None:
     """The checks Kafka's reconfigurables make against the running values (validateReconfiguration)."""
 
     def failed(message: str) -> KafkaError:

@@ -24,9 +24,15 @@ What each level drives here:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from coordinator.group.java_hash import java_string_hash
 from coordinator.txn.state_manager import MAX_TRANSACTION_VERSION, transaction_version_level
 from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from broker.config.broker_config import BrokerConfig
+    from broker.services import Services
 
 METADATA_VERSION = "metadata.version"
 GROUP_VERSION = "group.version"
@@ -52,20 +58,20 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 INITIAL_EPOCH = 1
 
 
-def initial_levels(config) -> dict[str, int]:
+def initial_levels(config: BrokerConfig) -> dict[str, int]:
     """The levels Kafka 4.3.1 formats a new cluster with (transaction.version from the property)."""
     return {GROUP_VERSION: 1, METADATA_VERSION: METADATA_VERSION_LEVEL,
             TRANSACTION_VERSION: transaction_version_level(config), ELR_VERSION: 1}
 
 
-def ensure_formatted(broker) -> None:
+def ensure_formatted(broker: Services) -> None:
     """At start-up: a cluster with no recorded features gets the initial ones."""
     if not broker.metadata.features:
         broker.metadata.set_features(
             {n: v for n, v in initial_levels(broker.config).items() if v > 0}, INITIAL_EPOCH)
 
 
-def level(broker, name: str) -> int:
+def level(broker: Services, name: str) -> int:
     """The finalized level of ``name`` (0: not finalized)."""
     features = getattr(broker.metadata, "features", None)
     if not features:  # not started (unit tests with a stand-in broker): the initial levels
@@ -73,7 +79,7 @@ def level(broker, name: str) -> int:
     return features.get(name, 0)
 
 
-def finalized(broker) -> tuple[int, list[tuple[str, int]]]:
+def finalized(broker: Services) -> tuple[int, list[tuple[str, int]]]:
     """(epoch, [(name, level)]) in ApiVersions' order; features at level 0 are not listed."""
     if not getattr(broker.metadata, "features", None):
         return INITIAL_EPOCH, [(n, v) for n, v in initial_levels(broker.config).items() if v > 0]
@@ -146,7 +152,7 @@ def validate(node_id: int, current: dict[str, int], updates: list[tuple[str, int
     return {n: v for n, v in proposed.items() if v > 0 and n in SUPPORTED}
 
 
-def apply(broker, levels: dict[str, int]) -> None:
+def apply(broker: Services, levels: dict[str, int]) -> None:
     """Keep the new levels (epoch + 1) and carry out what turning a feature on does."""
     store = broker.metadata
     elr_before = store.features.get(ELR_VERSION, 0)

@@ -14,10 +14,16 @@ described only (this broker has no share or streams groups).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from broker.config.broker_config import BrokerConfig
+    from broker.services import Services
+    from protocol.messages import ApiMessage
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OPS = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
@@ -155,8 +161,9 @@ def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_CONFIG, message)
 
 
-def broker_value(config, name: str) -> int:
-    """A broker group.* property: its value on this broker, else Kafka's default."""
+def broker_value(config: BrokerConfig | None, name: str) -> int:
+    """A broker group.* property: its value on this broker, else Kafka's default (also with no
+    broker config at all)."""
     value = config.get(name) if config is not None else None
     return BROKER_DEFAULTS[name] if value is None else int(str(value).strip())
 
@@ -178,7 +185,7 @@ def _valid_reset(value: str) -> bool:
     return sign * (secs * 10**9 + nanos) >= 0
 
 
-def parse(name: str, value: str) -> object:
+def parse(name: str, value: str) -> int | bool | str:
     """ConfigDef.parseValue for one group config: the typed value, or Kafka's ConfigException message."""
     d = GROUP_CONFIGS[name]
     v = value.strip()
@@ -208,7 +215,7 @@ def to_string(name: str, value: str) -> str:
     return ("true" if parsed else "false") if isinstance(parsed, bool) else str(parsed)
 
 
-def defaults(config) -> dict[str, str]:
+def defaults(config: BrokerConfig | None) -> dict[str, str]:
     """GroupCoordinatorConfig.extractGroupConfigMap: every group config's broker-level value."""
     out = {}
     for name, d in GROUP_CONFIGS.items():
@@ -216,21 +223,22 @@ def defaults(config) -> dict[str, str]:
     return out
 
 
-def validate(configs: Mapping[str, str], config) -> None:
+def validate(configs: Mapping[str, str], config: BrokerConfig | None) -> None:
     """GroupConfig.validate on a group's whole new set of overrides; raises KafkaError (INVALID_CONFIG)."""
     for name in configs:
         if name not in GROUP_CONFIGS:
             raise _invalid(f"Unknown group config name: {name}")
     merged = {**defaults(config), **configs}
-    values = {name: parse(name, merged[name]) for name in GROUP_CONFIGS}
+    values = {name: parse(name, merged[name]) for name in GROUP_CONFIGS}  # each one checked, in order
+    numbers = {name: v for name, v in values.items() if isinstance(v, int)}  # what the bounds apply to
     for name, bound, kind in _BOUNDS:
         limit = broker_value(config, bound)
-        if kind == "min" and values[name] < limit:
+        if kind == "min" and numbers[name] < limit:
             raise _invalid(f"{name} must be greater than or equal to {bound}")
-        if kind == "max" and values[name] > limit:
+        if kind == "max" and numbers[name] > limit:
             raise _invalid(f"{name} must be less than or equal to {bound}")
     for kind in _SESSIONS:
-        if values[f"{kind}.session.timeout.ms"] <= values[f"{kind}.heartbeat.interval.ms"]:
+        if numbers[f"{kind}.session.timeout.ms"] <= numbers[f"{kind}.heartbeat.interval.ms"]:
             raise _invalid(f"{kind}.session.timeout.ms must be greater than {kind}.heartbeat.interval.ms")
 
 
@@ -239,7 +247,7 @@ def check_name(group_id: str) -> None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
 
 
-def apply_ops(current: Mapping[str, str], ops) -> dict[str, str]:
+def apply_ops(current: Mapping[str, str], ops: Iterable[ApiMessage]) -> dict[str, str]:
     """The controller's incremental apply: SET and DELETE; no group config is a list, so APPEND and
     SUBTRACT are refused (any name); an unknown operation fails as Kafka's does (UNKNOWN_SERVER_ERROR)."""
     configs = dict(current)
@@ -255,7 +263,7 @@ def apply_ops(current: Mapping[str, str], ops) -> dict[str, str]:
     return configs
 
 
-def alter(broker, group_id: str, configs: Mapping[str, str], validate_only: bool) -> None:
+def alter(broker: Services, group_id: str, configs: Mapping[str, str], validate_only: bool) -> None:
     """Validate ``configs`` as the group's whole new set of overrides; keep it unless ``validate_only``."""
     check_name(group_id)
     validate(configs, broker.config)

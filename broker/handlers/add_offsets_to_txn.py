@@ -10,20 +10,19 @@ INVALID_PRODUCER_EPOCH.
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from coordinator.txn.state import TV_0
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(25)
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @api(25, (0, 4))
-async def handle(ctx, req):
+async def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     txn, gc = broker.txn_coordinator, broker.group_coordinator
-    if txn is None or gc is None:
-        return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     try:
         gc.ensure_offsets_topic()
     except KafkaError as e:

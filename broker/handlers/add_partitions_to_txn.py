@@ -15,10 +15,14 @@ answer PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
+from coordinator.runtime import TopicPartition
 from coordinator.txn.state import TV_0, TV_2
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(24)
 Result = Response.AddPartitionsToTxnResult
@@ -26,19 +30,19 @@ TopicResult = Response.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
 
 
-def _topic_results(errors: dict[tuple[str, int], int]) -> list:
-    by_topic: dict[str, list] = {}
+def _topic_results(errors: Mapping[TopicPartition, int]) -> list[ApiMessage]:
+    by_topic: dict[str, list[ApiMessage]] = {}
     for (topic, partition), code in errors.items():
         by_topic.setdefault(topic, []).append(PartitionResult(partition_index=partition, partition_error_code=int(code)))
     return [TopicResult(name=t, results_by_partition=parts) for t, parts in by_topic.items()]
 
 
-async def _one(ctx, transactional_id, producer_id: int, producer_epoch: int, topics, verify_only: bool
-               ) -> dict[tuple[str, int], int]:
+async def _one(ctx: RequestContext, transactional_id: str | None, producer_id: int, producer_epoch: int,
+               topics: Iterable[ApiMessage], verify_only: bool) -> dict[TopicPartition, ErrorCode]:
     broker = ctx.broker
     version = ctx.api_version
     requested = [(t.name, p) for t in topics for p in t.partitions]
-    unknown = {}
+    unknown: dict[TopicPartition, ErrorCode] = {}
     for topic, p in requested:
         info = broker.metadata.get(topic)
         if info is None or not 0 <= p < info.partitions:
@@ -46,8 +50,6 @@ async def _one(ctx, transactional_id, producer_id: int, producer_epoch: int, top
     if unknown:
         return {tp: unknown.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in requested}
     txn = broker.txn_coordinator
-    if txn is None:
-        return dict.fromkeys(requested, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if verify_only:
         return dict(txn.handle_verify_partitions_in_transaction(transactional_id, producer_id, producer_epoch,
                                                                 set(requested)))
@@ -60,7 +62,7 @@ async def _one(ctx, transactional_id, producer_id: int, producer_epoch: int, top
 
 
 @api(24, (0, 5))
-async def handle(ctx, req):
+async def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     if ctx.api_version < 4:
         errors = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                             req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)

@@ -10,11 +10,13 @@ with the cluster metadata and enforced for Produce and Fetch (broker/cluster/quo
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Sequence
 
-from broker.cluster.quotas import CLIENT_ID, CLIENT_KEYS, IP, IP_KEYS, USER, entity_key
+from broker.cluster.quotas import CLIENT_ID, CLIENT_KEYS, IP, IP_KEYS, USER, Entity, entity_key
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(49)
 Entry = Response.EntryData
@@ -25,7 +27,7 @@ def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
 
 
-def validate_entity(entity) -> tuple[tuple[str, str | None], ...]:
+def validate_entity(entity: Sequence[ApiMessage]) -> Entity:
     """Kafka's ClientQuotaControlManager.validateEntity."""
     if not entity:
         raise _invalid("Invalid empty client quota entity")
@@ -49,7 +51,7 @@ def validate_entity(entity) -> tuple[tuple[str, str | None], ...]:
     return entity_key(seen.items())
 
 
-def validate_ops(entity: tuple, ops) -> dict[str, float | None]:
+def validate_ops(entity: Entity, ops: Iterable[ApiMessage]) -> dict[str, float | None]:
     """{key: value, or None to remove}; Kafka's checks of each key and value."""
     types = {t for t, _ in entity}
     allowed = IP_KEYS if IP in types else CLIENT_KEYS
@@ -71,15 +73,15 @@ def validate_ops(entity: tuple, ops) -> dict[str, float | None]:
     return out
 
 
-def _entity_str(entity: tuple) -> str:
+def _entity_str(entity: Entity) -> str:
     return "{" + ", ".join(f"{t}={n}" for t, n in entity) + "}"
 
 
 @api(49, (0, 1))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     store = ctx.broker.metadata
     quotas = {e: dict(v) for e, v in store.client_quotas.items()}
-    results = []
+    results: list[ApiMessage] = []
     for entry in req.entries:
         try:
             entity = validate_entity(entry.entity)

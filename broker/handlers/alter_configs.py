@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from broker.config import dynamic_config, group_configs
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(33)
 Result = Response.AlterConfigsResourceResponse
@@ -19,7 +20,7 @@ RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 
 
 @api(33, (0, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     results = []
     for r in req.resources:

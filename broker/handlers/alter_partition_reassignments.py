@@ -10,16 +10,19 @@ which already holds the partition, so an accepted reassignment is complete at on
 from __future__ import annotations
 
 from broker.cluster.controller import deadline_passed
+from broker.cluster.metadata import TopicInfo
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(45)
 TopicResponse = Response.ReassignableTopicResponse
 PartitionResponse = TopicResponse.ReassignablePartitionResponse
 
 
-def _check(node_id: int, topic: str, info, partition: int, replicas: list[int] | None) -> tuple[int, str | None]:
+def _check(node_id: int, topic: str, info: TopicInfo | None, partition: int,
+           replicas: list[int] | None) -> tuple[int, str | None]:
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
     if not 0 <= partition < info.partitions:
@@ -41,7 +44,7 @@ def _check(node_id: int, topic: str, info, partition: int, replicas: list[int] |
 
 
 @api(45, (0, 1))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     timed_out = deadline_passed(req.timeout_ms)
     responses = []

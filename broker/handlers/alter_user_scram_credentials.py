@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from broker.cluster import scram_credentials
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(51)
 Result = Response.AlterUserScramCredentialsResult
 
 
 @api(51, (0, 0))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     store = ctx.broker.metadata
     updated, results = scram_credentials.alter(store.scram, req.deletions, req.upsertions)
     if any(code == ErrorCode.NONE for _, code, _ in results):

@@ -40,12 +40,17 @@ here).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from broker.config import features as feature_levels
 from broker.handlers.registry import HANDLERS, api
+from broker.net.context import RequestContext
 from coordinator.txn.state_manager import MAX_TRANSACTION_VERSION
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 Response = lazy_response(18)
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -74,12 +79,12 @@ def supported_features(api_version: int) -> list[tuple[str, int, int]]:
     return [f for f in features if api_version >= 4 or f[1] != 0]
 
 
-def finalized_features(broker) -> tuple[int, list[tuple[str, int]]]:
+def finalized_features(broker: Services) -> tuple[int, list[tuple[str, int]]]:
     """(epoch, [(name, level)]); features at level 0 are not listed (createFinalizedFeatureKeys)."""
     return feature_levels.finalized(broker)
 
 
-def _valid(req, version: int) -> bool:
+def _valid(req: ApiMessage, version: int) -> bool:
     """Kafka's ApiVersionsRequest.isValid."""
     if version >= 5 and (req.cluster_id is None) != (req.node_id == -1):
         return False
@@ -87,13 +92,13 @@ def _valid(req, version: int) -> bool:
         _SOFTWARE.match(req.client_software_name or "") and _SOFTWARE.match(req.client_software_version or ""))
 
 
-def _other_node(broker, req, version: int) -> bool:
+def _other_node(broker: Services, req: ApiMessage, version: int) -> bool:
     return version >= 5 and req.cluster_id is not None and (
         req.cluster_id != broker.cluster_id or req.node_id != broker.node_id)
 
 
 @api(18, (0, 5))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     version = ctx.api_version
     if not _valid(req, version):
         return Response(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)

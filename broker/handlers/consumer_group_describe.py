@@ -14,8 +14,11 @@ from __future__ import annotations
 from broker.config.features import GROUP_VERSION, level
 from broker.handlers.describe_groups import GROUP_OPERATIONS
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
+from coordinator.group.consumer_group import Assignment as PartitionsByTopic
+from coordinator.group.consumer_group import ConsumerGroupMember
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(69)
 Described = Response.DescribedGroup
@@ -25,12 +28,12 @@ NO_OPERATIONS = -(2**31)
 CONSUMER_MEMBER = 1
 
 
-def _error(group_id: str, code: ErrorCode, message: str | None):
+def _error(group_id: str, code: ErrorCode, message: str | None) -> ApiMessage:
     return Described(error_code=code, error_message=message, group_id=group_id, group_state="", group_epoch=0,
                      assignment_epoch=0, assignor_name="", members=[], authorized_operations=NO_OPERATIONS)
 
 
-def _owned(member) -> dict:
+def _owned(member: ConsumerGroupMember) -> PartitionsByTopic:
     """What the member still owns: its assignment and the partitions it is revoking."""
     owned = dict(member.assigned)
     for t, ps in member.pending_revocation.items():
@@ -39,24 +42,24 @@ def _owned(member) -> dict:
 
 
 @api(69, (0, 1))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     if level(ctx.broker, GROUP_VERSION) < 1:
         return Response(throttle_time_ms=0, groups=[_error(g, ErrorCode.UNSUPPORTED_VERSION, None)
                                                     for g in req.group_ids])
     gc = ctx.broker.group_coordinator
-    if gc is None or not gc.active:
+    if not gc.active:
         return Response(throttle_time_ms=0, groups=[
             _error(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, None) for g in req.group_ids])
     manager = gc.manager
     consumer = manager.consumer
 
-    def assignment(parts) -> object:
+    def assignment(parts: PartitionsByTopic) -> ApiMessage:
         return Assignment(topic_partitions=[
             Assignment.TopicPartitions(topic_id=t, topic_name=consumer.topic_name(t), partitions=sorted(ps))
             for t, ps in sorted(parts.items(), key=lambda i: str(i[0]))
         ])
 
-    out = []
+    out: list[ApiMessage] = []
     for gid in req.group_ids:
         if not gid:
             out.append(_error(gid, ErrorCode.INVALID_GROUP_ID, None))

@@ -13,21 +13,22 @@ from __future__ import annotations
 from broker.config.features import GROUP_VERSION, level
 from broker.handlers.join_group import client_address
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from coordinator.group.consumer_manager import HeartbeatRequest
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(68)
 Assignment = Response.Assignment
 
 
 @api(68, (0, 1))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     if level(ctx.broker, GROUP_VERSION) < 1:
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, member_id=None,
                         member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     gc = ctx.broker.group_coordinator
-    if gc is None or not gc.active:
+    if not gc.active:
         return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=None,
                         member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     owned = None if req.topic_partitions is None else {

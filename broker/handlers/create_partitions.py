@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from broker.cluster.controller import MAX_RECORDS_PER_BATCH, deadline_passed
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(37)
 Result = Response.CreatePartitionsTopicResult
 
 
 @api(37, (0, 3))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     if deadline_passed(req.timeout_ms):
         return Response(throttle_time_ms=0, results=[
             Result(name=t.name, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None) for t in req.topics])
@@ -20,7 +21,7 @@ def handle(ctx, req):
     if added > MAX_RECORDS_PER_BATCH:  # Kafka's controller batch overflows: an unexpected error for all
         return Response(throttle_time_ms=0, results=[
             Result(name=t.name, error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=None) for t in req.topics])
-    results = []
+    results: list[ApiMessage] = []
     for t in req.topics:
         try:
             if t.assignments is not None and len(t.assignments) != t.count - _current(ctx, t.name):
@@ -33,6 +34,6 @@ def handle(ctx, req):
     return Response(throttle_time_ms=0, results=results)
 
 
-def _current(ctx, name: str) -> int:
+def _current(ctx: RequestContext, name: str) -> int:
     info = ctx.broker.metadata.get(name)
     return info.partitions if info else 0

@@ -15,19 +15,28 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING
 
 from broker.cluster.controller import MAX_RECORDS_PER_BATCH, deadline_passed
+from broker.cluster.metadata import TopicInfo
 from broker.handlers.describe_configs import topic_config_entries
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 Response = lazy_response(19)
 Result = Response.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
+# the answer's config list, built once per distinct set of overrides (sorted (name, value) pairs)
+ConfigLists = dict[tuple[tuple[str, str], ...], list[ApiMessage]]
 
 
-def _too_large(broker, topics) -> str | None:
+def _too_large(broker: Services, topics: Sequence[ApiMessage]) -> str | None:
     """Kafka's message when the request's partitions, or its records (a topic record, one per partition,
     one per config), are more than one controller batch; checked for the whole request at once (a
     request for 100,000 once made this broker create directories until it ran out of descriptors)."""
@@ -41,13 +50,13 @@ def _too_large(broker, topics) -> str | None:
     return None
 
 
-def _failed(name: str, code: int, message: str | None):
+def _failed(name: str, code: int, message: str | None) -> ApiMessage:
     return Result(name=name, error_code=code, error_message=message, topic_id=uuid.UUID(int=0),
                   num_partitions=-1, replication_factor=-1, configs=[])
 
 
 @api(19, (2, 7))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     broker = ctx.broker
     if deadline_passed(req.timeout_ms):  # the error answer covers every entry as sent, repeats included
         return Response(throttle_time_ms=0, topics=[_failed(t.name, ErrorCode.REQUEST_TIMED_OUT, None)
@@ -55,9 +64,9 @@ def handle(ctx, req):
     counts = Counter(t.name for t in req.topics)
     duplicated = [n for n, c in counts.items() if c > 1]
     too_large = _too_large(broker, [t for t in req.topics if t.name not in duplicated])
-    results: list = []
-    created: list = []
-    configs_of: dict[tuple, list] = {}  # the answer's config list, once per distinct set of overrides
+    results: list[ApiMessage] = []
+    created: list[TopicInfo] = []
+    configs_of: ConfigLists = {}
     if len(req.topics) <= TOPICS_PER_SLICE:
         with broker.metadata.batch():
             _create(broker, req, req.topics, duplicated, too_large, results, created, configs_of)
@@ -66,7 +75,7 @@ def handle(ctx, req):
     return _create_in_slices(broker, req, duplicated, too_large, results, created, configs_of)
 
 
-def _answer(results: list, duplicated: list[str]):
+def _answer(results: list[ApiMessage], duplicated: list[str]) -> ApiMessage:
     # as Kafka's ControllerApis: repeated names are left out of the creation and answered after it, once
     results += [_failed(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in duplicated]
     return Response(throttle_time_ms=0, topics=results)
@@ -75,7 +84,9 @@ def _answer(results: list, duplicated: list[str]):
 TOPICS_PER_SLICE = 100  # topics made durable with one metadata write, between two returns to the loop
 
 
-async def _create_in_slices(broker, req, duplicated, too_large, results: list, created: list, configs_of):
+async def _create_in_slices(broker: Services, req: ApiMessage, duplicated: list[str], too_large: str | None,
+                            results: list[ApiMessage], created: list[TopicInfo], configs_of: ConfigLists
+                            ) -> ApiMessage:
     """Topics a slice at a time, each slice durable before its logs are made; then the logs."""
     done = len(results) + len(created)  # a small request came through the synchronous path already
     topics = req.topics
@@ -88,9 +99,10 @@ async def _create_in_slices(broker, req, duplicated, too_large, results: list, c
     return _answer(results, duplicated)
 
 
-def _create(broker, req, topics, duplicated: list[str], too_large: str | None, results: list, created: list,
-            configs_of: dict[tuple, list]) -> None:
-    def _configs(broker, overrides: dict[str, str]) -> list:
+def _create(broker: Services, req: ApiMessage, topics: Sequence[ApiMessage], duplicated: list[str],
+            too_large: str | None, results: list[ApiMessage], created: list[TopicInfo],
+            configs_of: ConfigLists) -> None:
+    def _configs(broker: Services, overrides: dict[str, str]) -> list[ApiMessage]:
         key = tuple(sorted(overrides.items()))
         entries = configs_of.get(key)
         if entries is None:
@@ -130,7 +142,7 @@ def _create(broker, req, topics, duplicated: list[str], too_large: str | None, r
         ))
 
 
-def _config_entries(broker, overrides: dict[str, str]) -> list:
+def _config_entries(broker: Services, overrides: dict[str, str]) -> list[ApiMessage]:
     return [
         ConfigEntry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                     is_sensitive=e.sensitive)

@@ -9,18 +9,19 @@ Kafka's coordinator fills only for streams-group topology errors: always null he
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(42)
 Result = Response.DeletableGroupResult
 
 
 @api(42, (0, 3))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     gc = ctx.broker.group_coordinator
     names = list(req.groups_names)
-    if gc is None or not gc.active:
+    if not gc.active:
         results = [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in names]
     else:
         results = gc.manager.delete_groups(names)

@@ -8,8 +8,9 @@ wholly below the new start are deleted. Consumers then see the new earliest offs
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import error_code_of
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(21)
 TopicResult = Response.DeleteRecordsTopicResult
@@ -17,7 +18,7 @@ PartResult = TopicResult.DeleteRecordsPartitionResult
 
 
 @api(21, (0, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     rm = ctx.broker.replica_manager
     topics = []
     for t in req.topics:

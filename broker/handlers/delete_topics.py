@@ -10,8 +10,9 @@ import uuid
 
 from broker.cluster.controller import deadline_passed
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(20)
 Result = Response.DeletableTopicResult
@@ -19,7 +20,7 @@ ZERO = uuid.UUID(int=0)
 
 
 @api(20, (1, 6))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]

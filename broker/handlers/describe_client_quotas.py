@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from broker.cluster.quotas import CLIENT_ID, IP, USER
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(48)
 Entry = Response.EntryData
@@ -22,12 +23,12 @@ ValueData = Entry.ValueData
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 
 
-def _error(code: ErrorCode, message: str):
+def _error(code: ErrorCode, message: str) -> ApiMessage:
     return Response(throttle_time_ms=0, error_code=code, error_message=message, entries=None)
 
 
 @api(48, (0, 1))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     wanted: dict[str, tuple[int, str | None]] = {}
     for c in req.components:
         if c.entity_type in wanted:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from broker.handlers.metadata import CLUSTER_OPERATIONS
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(60)
 Node = Response.DescribeClusterBroker
@@ -13,7 +14,7 @@ ENDPOINT_BROKERS = 1
 
 
 @api(60, (0, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     endpoint_type = getattr(req, "endpoint_type", ENDPOINT_BROKERS)
     if endpoint_type != ENDPOINT_BROKERS:

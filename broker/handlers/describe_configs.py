@@ -10,15 +10,21 @@ override (GROUP_CONFIG), else the broker's group.* value it derives from (broker
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker.cluster.metadata import validate_topic_name
 from broker.config import dynamic_config, group_configs
-from broker.config.broker_config import BROKER_CONFIGS
+from broker.config.broker_config import BROKER_CONFIGS, BrokerConfig
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_config_value
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 Response = lazy_response(32)
 Result = Response.DescribeConfigsResult
@@ -47,6 +53,9 @@ CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "dou
                 "class": 8, "password": 9}
 
 
+SynonymRow = tuple[str, str | None, int]  # (name, value, source)
+
+
 @dataclass(slots=True)
 class ConfigValue:
     name: str
@@ -55,11 +64,11 @@ class ConfigValue:
     type: str
     read_only: bool = False
     sensitive: bool = False
-    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+    synonyms: list[SynonymRow] = field(default_factory=list)
     documentation: str | None = None
 
 
-def _fmt(value) -> str | None:
+def _fmt(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -67,7 +76,8 @@ def _fmt(value) -> str | None:
     return str(value)
 
 
-def config_synonyms(config, name: str, family: tuple[str, ...], sensitive: bool = False) -> list:
+def config_synonyms(config: BrokerConfig, name: str, family: tuple[str, ...],
+                    sensitive: bool = False) -> list[SynonymRow]:
     """ConfigHelper.configSynonyms: the family's values layer by layer (this broker's dynamic
     configs, the cluster's dynamic defaults, the static properties, Kafka's defaults), then
     everything before the first entry for ``name`` dropped (log.retention.hours alone for itself,
@@ -80,7 +90,7 @@ def config_synonyms(config, name: str, family: tuple[str, ...], sensitive: bool 
     return out
 
 
-def topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]:
+def topic_config_entries(broker: Services, overrides: Mapping[str, str]) -> list[ConfigValue]:
     """Kafka's ConfigHelper.createTopicConfigEntry: the topic override, then the synonyms of the
     broker property the config derives from; the source is the first synonym's."""
     defaults = broker.config.topic_defaults()
@@ -102,7 +112,7 @@ def topic_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]
     return out
 
 
-def broker_config_entries(broker) -> list[ConfigValue]:
+def broker_config_entries(broker: Services) -> list[ConfigValue]:
     """ConfigHelper.createBrokerConfigEntry: the value of the name itself, the source of the first
     synonym (its family's layers, highest first); read-only unless Kafka can change it dynamically."""
     config = broker.config
@@ -122,7 +132,7 @@ def broker_config_entries(broker) -> list[ConfigValue]:
     return out
 
 
-def cluster_default_entries(broker) -> list[ConfigValue]:
+def cluster_default_entries(broker: Services) -> list[ConfigValue]:
     """The cluster-default resource ("") lists only the dynamic defaults that are set."""
     out = []
     for name, value in sorted(broker.config.dynamic_default.items()):
@@ -135,7 +145,7 @@ def cluster_default_entries(broker) -> list[ConfigValue]:
     return out
 
 
-def group_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]:
+def group_config_entries(broker: Services, overrides: Mapping[str, str]) -> list[ConfigValue]:
     """ConfigHelper.createGroupConfigEntry: the group's override (GROUP_CONFIG), then the broker
     property it derives from (its layers), else the config itself at Kafka's default."""
     out = []
@@ -155,7 +165,8 @@ def group_config_entries(broker, overrides: dict[str, str]) -> list[ConfigValue]
     return out
 
 
-def _entries(values: list[ConfigValue], keys, version: int, synonyms: bool, documentation: bool = False) -> list:
+def _entries(values: list[ConfigValue], keys: Iterable[str] | None, version: int, synonyms: bool,
+             documentation: bool = False) -> list[ApiMessage]:
     wanted = set(keys) if keys else None  # Kafka: null or empty asks for every config
     return [
         Entry(
@@ -181,7 +192,7 @@ def _broker_name_error(name: str, node_id: int) -> str | None:
 
 
 @api(32, (1, 4))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     results = []
     for r in req.resources:

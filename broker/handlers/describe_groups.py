@@ -13,11 +13,14 @@ the event loop back, each distinct id described once and encoded once.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from broker.handlers.registry import api
-from broker.net.context import RawResponse
+from broker.net.context import RawResponse, RequestContext
+from coordinator.group.coordinator import GroupCoordinator
+from coordinator.group.manager import DescribedGroup
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 from protocol.repeated import encode_last_array
 
 Response = lazy_response(15)
@@ -31,10 +34,10 @@ SLICE = 2000  # groups described between two returns to the event loop
 
 
 @api(15, (0, 6))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[RawResponse]:
     with_ops = bool(getattr(req, "include_authorized_operations", False)) and ctx.api_version >= 3
     gc = ctx.broker.group_coordinator
-    if gc is None or not gc.active:
+    if not gc.active:
         return Response(throttle_time_ms=0, groups=[
             Described(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, group_id=g, group_state="", protocol_type="",
                       protocol_data="", members=[])
@@ -46,7 +49,7 @@ def handle(ctx, req):
     return Response(throttle_time_ms=0, groups=[_entry(d, with_ops) for d in described])
 
 
-def _entry(d, with_ops: bool):
+def _entry(d: DescribedGroup, with_ops: bool) -> ApiMessage:
     return Described(
         error_code=d.error,
         error_message=d.error_message,
@@ -63,9 +66,10 @@ def _entry(d, with_ops: bool):
     )
 
 
-async def _describe_many(ctx, gc, group_ids: list[str], with_ops: bool) -> RawResponse:
+async def _describe_many(ctx: RequestContext, gc: GroupCoordinator, group_ids: list[str],
+                         with_ops: bool) -> RawResponse:
     distinct = list(dict.fromkeys(group_ids))
-    entries: dict[str, object] = {}
+    entries: dict[str, ApiMessage] = {}
     for i in range(0, len(distinct), SLICE):
         for d in gc.manager.describe_groups(distinct[i:i + SLICE], ctx.api_version):
             entries[d.group_id] = _entry(d, with_ops)
@@ -74,6 +78,6 @@ async def _describe_many(ctx, gc, group_ids: list[str], with_ops: bool) -> RawRe
     return RawResponse([body], len(body))
 
 
-def _encode(version: int, group_ids: list[str], entries: dict[str, object]) -> bytes:
+def _encode(version: int, group_ids: list[str], entries: dict[str, ApiMessage]) -> bytes:
     """The answer in request order (in a worker thread: a million entries take a while)."""
     return encode_last_array(Response, version, {"throttle_time_ms": 0}, "groups", [entries[g] for g in group_ids])

@@ -10,7 +10,8 @@ import os
 import shutil
 
 from broker.handlers.registry import api
-from protocol.messages import lazy_response
+from broker.net.context import RequestContext
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(35)
 DirResult = Response.DescribeLogDirsResult
@@ -19,20 +20,20 @@ PartResult = TopicResult.DescribeLogDirsPartition
 
 
 @api(35, (1, 4))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     lm = ctx.broker.log_manager
     wanted = None
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
-    results = []
+    results: list[ApiMessage] = []
     for d in lm.log_dirs:
-        by_topic: dict[str, list] = {}
-        for topic, partition in lm.partitions():
+        by_topic: dict[str, list[ApiMessage]] = {}
+        for plog in lm.logs():
+            topic, partition = plog.topic, plog.partition
             if wanted is not None and (topic, partition) not in wanted:
                 continue
             if lm.dir_of(topic, partition) != d:
                 continue
-            plog = lm.get(topic, partition)
             by_topic.setdefault(topic, []).append(
                 PartResult(partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False))
         try:

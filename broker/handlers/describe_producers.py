@@ -14,10 +14,16 @@ As Kafka 4.3.1's KafkaApis.handleDescribeProducersRequest / ReplicaManager.activ
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from broker.cluster.metadata import validate_topic_name
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 Response = lazy_response(61)
 TopicResponse = Response.TopicResponse
@@ -27,7 +33,7 @@ ProducerState = PartitionResponse.ProducerState
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 
 
-def _topic_error(broker, name: str) -> tuple[ErrorCode, str | None] | None:
+def _topic_error(broker: Services, name: str) -> tuple[ErrorCode, str | None] | None:
     try:
         validate_topic_name(name)
     except KafkaError as e:
@@ -37,7 +43,7 @@ def _topic_error(broker, name: str) -> tuple[ErrorCode, str | None] | None:
     return None
 
 
-def _partition(broker, topic: str, index: int):
+def _partition(broker: Services, topic: str, index: int) -> ApiMessage:
     plog = broker.log_manager.get(topic, index)
     if plog is None:
         return PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -55,9 +61,9 @@ def _partition(broker, topic: str, index: int):
 
 
 @api(61, (0, 0))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
-    topics = []
+    topics: list[ApiMessage] = []
     for t in req.topics:
         error = _topic_error(broker, t.name)
         if error is not None:

@@ -29,12 +29,18 @@ from __future__ import annotations
 import os
 import uuid
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 from storage import checkpoints
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 Response = lazy_response(55)
 
@@ -45,11 +51,20 @@ NOOP_INTERVAL_MS = 500  # Kafka's metadata.max.idle.interval.ms default
 ZERO_UUID = uuid.UUID(int=0)
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."  # Errors.message()
 
-# Per broker: (directory id, formatted at (ms), the highest offset answered so far).
-_state: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+@dataclass(slots=True)
+class _Quorum:
+    """What a broker's answers are built from: its voter's directory id, when the cluster was
+    formatted (ms), and the highest offset answered so far (so it never goes back)."""
+
+    directory_id: uuid.UUID
+    formatted_ms: int
+    offset: int = 0
 
 
-def _quorum_state(broker) -> list:
+_state: weakref.WeakKeyDictionary[Services, _Quorum] = weakref.WeakKeyDictionary()
+
+
+def _quorum_state(broker: Services) -> _Quorum:
     state = _state.get(broker)
     if state is None:
         path = Path(broker.config.log_dirs[0]) / "meta.properties"
@@ -60,13 +75,13 @@ def _quorum_state(broker) -> list:
             directory_id = ZERO_UUID
         try:
             formatted_ms = int(os.stat(path).st_mtime * 1000)
-        except OSError:
-            formatted_ms = int(broker.started_at * 1000)
-        state = _state[broker] = [directory_id, formatted_ms, 0]
+        except OSError:  # no meta.properties (the broker writes it at start-up): formatted now
+            formatted_ms = broker.clock.now_ms()
+        state = _state[broker] = _Quorum(directory_id, formatted_ms)
     return state
 
 
-def _valid_request(req) -> bool:
+def _valid_request(req: ApiMessage) -> bool:
     """KafkaRaftClient.hasValidTopicPartition: exactly one topic, ``__cluster_metadata``, partition 0."""
     topics = req.topics or []
     return (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC
@@ -75,7 +90,7 @@ def _valid_request(req) -> bool:
 
 
 @api(55, (0, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     topic_cls = Response.TopicData
     partition_cls = topic_cls.PartitionData
     if not _valid_request(req):
@@ -89,11 +104,10 @@ def handle(ctx, req):
 
     broker = ctx.broker
     state = _quorum_state(broker)
-    directory_id, formatted_ms = state[0], state[1]
     now_ms = broker.clock.now_ms()
-    state[2] = offset = max(state[2], (now_ms - formatted_ms) // NOOP_INTERVAL_MS)
+    state.offset = offset = max(state.offset, (now_ms - state.formatted_ms) // NOOP_INTERVAL_MS)
     replica_cls = partition_cls.ReplicaState
-    voter = replica_cls(replica_id=broker.node_id, replica_directory_id=directory_id, log_end_offset=offset,
+    voter = replica_cls(replica_id=broker.node_id, replica_directory_id=state.directory_id, log_end_offset=offset,
                         last_fetch_timestamp=now_ms, last_caught_up_timestamp=now_ms)
     node_cls = Response.Node
     listeners = []

@@ -17,8 +17,9 @@ from __future__ import annotations
 from broker.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
 from broker.handlers.metadata import TOPIC_OPERATIONS
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(75)
 Topic = Response.DescribeTopicPartitionsResponseTopic
@@ -29,14 +30,14 @@ TOPIC_OPERATIONS_BITS = sum(1 << op for op in TOPIC_OPERATIONS)
 NOT_COMPUTED = -(1 << 31)
 
 
-def _request_error(req, code: int):
+def _request_error(req: ApiMessage, code: int) -> ApiMessage:
     """Kafka's getErrorResponse: every requested name, in request order, with ``code``."""
     return Response(throttle_time_ms=0, next_cursor=None, topics=[
         Topic(error_code=int(code), name=t.name, topic_id=None, is_internal=False, partitions=[],
               topic_authorized_operations=NOT_COMPUTED) for t in req.topics])
 
 
-def _unknown(name: str) -> Topic:
+def _unknown(name: str) -> ApiMessage:
     try:
         validate_topic_name(name)
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -47,7 +48,7 @@ def _unknown(name: str) -> Topic:
 
 
 @api(75, (0, 0))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     named = [t.name for t in req.topics]
     cursor = req.cursor
@@ -59,7 +60,7 @@ def handle(ctx, req):
     start_name = cursor.topic_name if cursor is not None else ""
     remaining = max(min(broker.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
     node = broker.node_id
-    topics: list = []
+    topics: list[ApiMessage] = []
     next_cursor = None
     for name in names:
         if name < start_name:

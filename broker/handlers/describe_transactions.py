@@ -9,19 +9,17 @@ INVALID_REQUEST for "", COORDINATOR_LOAD_IN_PROGRESS while loading.
 from __future__ import annotations
 
 from broker.handlers.registry import api
-from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from broker.net.context import RequestContext
+from coordinator.txn.coordinator import TransactionCoordinator
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(65)
 State = Response.TransactionState
 TopicData = State.TopicData
 
 
-def _describe(txn, transactional_id: str):
-    if txn is None:
-        code, m = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-    else:
-        code, m = txn.handle_describe_transaction(transactional_id)
+def _describe(txn: TransactionCoordinator, transactional_id: str) -> ApiMessage:
+    code, m = txn.handle_describe_transaction(transactional_id)
     if m is None:
         return State(error_code=int(code), transactional_id=transactional_id, transaction_state="",
                      transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0, producer_epoch=0,
@@ -38,6 +36,6 @@ def _describe(txn, transactional_id: str):
 
 
 @api(65, (0, 0))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     txn = ctx.broker.txn_coordinator
     return Response(throttle_time_ms=0, transaction_states=[_describe(txn, t) for t in req.transactional_ids or ()])

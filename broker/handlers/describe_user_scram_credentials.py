@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from broker.cluster import scram_credentials
 from broker.handlers.registry import api
-from protocol.messages import lazy_response
+from broker.net.context import RequestContext
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(50)
 Result = Response.DescribeUserScramCredentialsResult
@@ -13,7 +14,7 @@ Info = Result.CredentialInfo
 
 
 @api(50, (0, 0))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     users = None if req.users is None else [u.name for u in req.users]
     described = scram_credentials.describe(ctx.broker.metadata.scram, users)
     return Response(throttle_time_ms=0, error_code=0, error_message="", results=[

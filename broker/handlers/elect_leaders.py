@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from broker.cluster.controller import deadline_passed
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(43)
 TopicResult = Response.ReplicaElectionResult
@@ -22,7 +23,7 @@ NOT_NEEDED = "Leader election not needed for topic partition."
 
 
 @api(43, (0, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     metadata = ctx.broker.metadata
     election_type = req.election_type if ctx.api_version >= 1 else 0
     if deadline_passed(req.timeout_ms):

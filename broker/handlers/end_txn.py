@@ -11,24 +11,21 @@ are in the answer. v0-1 answer PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from coordinator.txn.state import TV_0, TV_2
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(26)
 
 
 @api(26, (0, 5))
-async def handle(ctx, req):
+async def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     version = ctx.api_version
-    txn = ctx.broker.txn_coordinator
-    if txn is None:
-        code, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
-    else:
-        code, pid, epoch = await txn.handle_end_transaction(
-            req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed),
-            TV_2 if version > 4 else TV_0,
-        )
+    code, pid, epoch = await ctx.broker.txn_coordinator.handle_end_transaction(
+        req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed),
+        TV_2 if version > 4 else TV_0,
+    )
     if version < 2 and code == ErrorCode.PRODUCER_FENCED:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     if version >= 5:

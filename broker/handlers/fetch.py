@@ -14,27 +14,36 @@ sends its FileRecords (``broker.net.socket_writer``).
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
-from broker.net.context import RawResponse
+from broker.net.context import RawResponse, RequestContext
 from broker.replica.fetch_sessions import FetchContext, PartitionFetch
 from protocol.errors import ErrorCode
 from protocol.fetch_codec import (
     FetchPartitionResponse,
+    FetchRequestView,
     FetchTopicResponse,
     decode_fetch_request,
     encode_fetch_response,
 )
 from storage.log.file_region import FileRegion
 
+if TYPE_CHECKING:
+    from broker.services import Services
 
-def _requested(broker, req, version: int) -> tuple[list[PartitionFetch], list[tuple]]:
+Forget = tuple[str | None, uuid.UUID | None, int]  # a partition an incremental fetch drops from its session
+
+
+def _requested(broker: Services, req: FetchRequestView, version: int) -> tuple[list[PartitionFetch], list[Forget]]:
     """The request's partitions (names resolved from ids at v13+) and those it forgets. A partition
     named twice is read once, as Kafka keys FetchRequest.fetchData by partition: in the place it
     was first named, with what it was named with last."""
     name_of = broker.metadata.name_of
-    fetch: dict[tuple, PartitionFetch] = {}
+    fetch: dict[tuple[uuid.UUID | str | None, int], PartitionFetch] = {}
     for t in req.topics:
         if version >= 13:
             name, topic_id = name_of(t.topic_id), t.topic_id
@@ -47,7 +56,7 @@ def _requested(broker, req, version: int) -> tuple[list[PartitionFetch], list[tu
     return list(fetch.values()), forget
 
 
-def _resolve(broker, fetches: list[PartitionFetch]) -> None:
+def _resolve(broker: Services, fetches: list[PartitionFetch]) -> None:
     """Session partitions named by id: the name as of now (None once the topic is gone)."""
     name_of = broker.metadata.name_of
     for f in fetches:
@@ -55,7 +64,8 @@ def _resolve(broker, fetches: list[PartitionFetch]) -> None:
             f.topic = name_of(f.topic_id)
 
 
-def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPartitionResponse], int, bool]:
+def _read_all(broker: Services, fetches: list[PartitionFetch], req: FetchRequestView
+              ) -> tuple[list[FetchPartitionResponse], int, bool]:
     rm = broker.replica_manager
     # Kafka: min(the request's max_bytes, the broker's fetch.max.bytes)
     remaining = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, broker.config.get("fetch.max.bytes"))
@@ -77,13 +87,14 @@ def _read_all(broker, fetches: list[PartitionFetch], req) -> tuple[list[FetchPar
             errors = True
         out.append(FetchPartitionResponse(
             f.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
+            # a FileRegion is sent with sendfile; protocol.fetch_codec's Buffer cannot name it (no storage import)
             r.aborted, -1, r.records if r.records is not None else b"",
         ))
     return out, total, errors
 
 
-def _response(broker, version: int, context: FetchContext, parts: list[FetchPartitionResponse],
-              ctx=None) -> RawResponse:
+def _response(broker: Services, version: int, context: FetchContext, parts: list[FetchPartitionResponse],
+              ctx: RequestContext | None = None) -> RawResponse:
     """Encode the answer (a session's picks for an incremental fetch, consecutive partitions of
     one topic grouped); bytes out are counted here, once per response."""
     sessions = broker.fetch_sessions
@@ -102,19 +113,22 @@ def _response(broker, version: int, context: FetchContext, parts: list[FetchPart
             (f, p.error_code, p.high_watermark, p.log_start_offset) for f, p in zip(fetches, parts, strict=True)
         ], broker.clock.now_ms())
     topics: list[FetchTopicResponse] = []
-    key = None
+    key: uuid.UUID | str | None = None
+    partitions: list[FetchPartitionResponse] = []  # the last topic's
     for f, p in zip(fetches, parts, strict=True):
         if p.records and f.topic is not None:
             broker.metrics.fetched(f.topic, len(p.records))
         k = f.topic_id if version >= 13 else f.topic
         if not topics or k != key:
-            topics.append(FetchTopicResponse(f.topic, f.topic_id, []))
+            partitions = []
+            topics.append(FetchTopicResponse(f.topic, f.topic_id, partitions))
             key = k
-        topics[-1].partitions.append(p)
+        partitions.append(p)
     return _encode(version, topics, ErrorCode.NONE, session_id, ctx)
 
 
-def _encode(version: int, topics: list, error: ErrorCode, session_id: int, ctx=None) -> RawResponse:
+def _encode(version: int, topics: list[FetchTopicResponse], error: ErrorCode, session_id: int,
+            ctx: RequestContext | None = None) -> RawResponse:
     encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id)
     if ctx is not None and ctx.broker.quotas.enforcing:
         # consumer_byte_rate counts the answer's bytes; over it, the answer says how long to back off
@@ -130,7 +144,7 @@ def _encode(version: int, topics: list, error: ErrorCode, session_id: int, ctx=N
 
 
 @api(1, (4, 18), decode=decode_fetch_request)
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: FetchRequestView) -> RawResponse | Awaitable[RawResponse]:
     broker = ctx.broker
     version = ctx.api_version
     fetch, forget = _requested(broker, req, version)
@@ -151,8 +165,8 @@ def handle(ctx, req):
     return _long_poll(ctx, req, context, keys, version, waiter)
 
 
-async def _long_poll(ctx, req, context: FetchContext, keys: list[tuple[str, int]], version: int,
-                     waiter: asyncio.Future):
+async def _long_poll(ctx: RequestContext, req: FetchRequestView, context: FetchContext,
+                     keys: list[tuple[str, int]], version: int, waiter: asyncio.Future[None]) -> RawResponse:
     broker = ctx.broker
     deadline = broker.clock.monotonic() + req.max_wait_ms / 1000
     while True:

@@ -9,7 +9,7 @@ the client used, or an error:
   Like Kafka, any key is accepted (even ""; it maps to partition 0).
 - key_type 1 (TRANSACTION): asks ``broker.txn_coordinator.find_coordinator(key)``, which
   returns an ErrorCode (NONE when this node coordinates the id, after making sure
-  ``__transaction_state`` exists); COORDINATOR_NOT_AVAILABLE while there is no txn coordinator.
+  ``__transaction_state`` exists; COORDINATOR_NOT_AVAILABLE while it is not active).
 - key_type 2 (SHARE): share groups are not enabled: INVALID_REQUEST, as Kafka 4.0 answers.
 - any other key_type: INVALID_REQUEST (Kafka's CoordinatorType.forId throws).
 
@@ -20,8 +20,9 @@ v0-3 carry one key and a top-level error with Kafka's error message ("NONE" on s
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(10)
 Coordinator = Response.Coordinator
@@ -39,11 +40,11 @@ MESSAGES = {
 }
 
 
-def lookup(ctx, key_type: int, key: str) -> ErrorCode:
+def lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
     broker = ctx.broker
     if key_type == KEY_TYPE_GROUP:
         gc = broker.group_coordinator
-        if gc is None or not gc.active:
+        if not gc.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         try:
             gc.ensure_offsets_topic()
@@ -51,16 +52,12 @@ def lookup(ctx, key_type: int, key: str) -> ErrorCode:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
     if key_type == KEY_TYPE_TRANSACTION:
-        txn = broker.txn_coordinator
-        find = getattr(txn, "find_coordinator", None)
-        if find is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode(find(key))
+        return broker.txn_coordinator.find_coordinator(key)
     return ErrorCode.INVALID_REQUEST
 
 
 @api(10, (0, 6))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     host, port = ctx.broker.advertised_endpoint(ctx.listener, ctx.local_host)
     node_id = ctx.broker.node_id
     key_type = req.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP

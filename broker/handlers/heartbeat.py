@@ -8,16 +8,17 @@ Empty group, FENCED_INSTANCE_ID for a stale static member, ILLEGAL_GENERATION, I
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(12)
 
 
 @api(12, (0, 4))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     gc = ctx.broker.group_coordinator
-    if gc is None or not gc.active:
+    if not gc.active:
         return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     code = gc.manager.heartbeat(req.group_id, req.member_id,
                                 req.group_instance_id if ctx.api_version >= 3 else None, req.generation_id)

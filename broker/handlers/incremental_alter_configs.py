@@ -8,13 +8,14 @@ resource is this broker's id, or "" for the cluster-wide default (broker.config.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from broker.config import dynamic_config, group_configs
 from broker.config.broker_config import BROKER_CONFIGS
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_config_value
 
 Response = lazy_response(44)
@@ -23,7 +24,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 
 
-def _check_keys(ops) -> None:
+def _check_keys(ops: Sequence[ApiMessage]) -> None:
     """KafkaApis: one operation per key, and SET needs a value."""
     names = [op.name for op in ops]
     if len(set(names)) != len(names):
@@ -33,7 +34,7 @@ def _check_keys(ops) -> None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {op.name}")
 
 
-def _apply(current: dict[str, str], ops, check: Callable[[object], None],
+def _apply(current: Mapping[str, str], ops: Iterable[ApiMessage], check: Callable[[ApiMessage], None],
            list_default: Callable[[str], str]) -> dict[str, str]:
     """The operations in order; ``check(op)`` refuses what the resource type does not take, and
     APPEND/SUBTRACT start from the resource's own value, else ``list_default(name)``."""
@@ -58,10 +59,10 @@ def _apply(current: dict[str, str], ops, check: Callable[[object], None],
     return configs
 
 
-def apply_topic_ops(current: dict[str, str], ops) -> dict[str, str]:
+def apply_topic_ops(current: Mapping[str, str], ops: Iterable[ApiMessage]) -> dict[str, str]:
     """A topic's new overrides: topic config names only; lists start from Kafka's default."""
 
-    def check(op) -> None:
+    def check(op: ApiMessage) -> None:
         d = TOPIC_CONFIGS.get(op.name) or INTERNAL_TOPIC_CONFIGS.get(op.name)
         if d is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}")
@@ -72,11 +73,11 @@ def apply_topic_ops(current: dict[str, str], ops) -> dict[str, str]:
                   if name in TOPIC_CONFIGS else "")
 
 
-def apply_broker_ops(current: dict[str, str], ops) -> dict[str, str]:
+def apply_broker_ops(current: Mapping[str, str], ops: Iterable[ApiMessage]) -> dict[str, str]:
     """A broker resource's new dynamic set: APPEND/SUBTRACT only on Kafka's list-typed names, from
     the resource's own value else Kafka's default, not another layer's (the controller's getParts)."""
 
-    def check(op) -> None:
+    def check(op: ApiMessage) -> None:
         if op.config_operation not in (APPEND, SUBTRACT):
             return
         if not dynamic_config.is_known(op.name):
@@ -93,7 +94,7 @@ def apply_broker_ops(current: dict[str, str], ops) -> dict[str, str]:
 
 
 @api(44, (0, 1))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     results = []
     seen = [(r.resource_type, r.resource_name) for r in req.resources]

@@ -11,18 +11,20 @@ Kafka 4.3.1's KafkaApis.handleInitProducerIdRequest + TransactionCoordinator.han
   checking ``transaction_timeout_ms``. A failure to allocate is that exception's error code
   with id -1 / epoch -1.
 - ``transactional_id`` set: timeout validation, fencing, epoch bumps, rotation at Short.MAX and
-  CONCURRENT_TRANSACTIONS belong to ``broker.txn_coordinator.handle_init_producer_id``;
-  COORDINATOR_NOT_AVAILABLE while the broker has no transaction coordinator.
+  CONCURRENT_TRANSACTIONS belong to ``broker.txn_coordinator.handle_init_producer_id``.
 - v0-3 answer PRODUCER_FENCED as INVALID_PRODUCER_EPOCH: those clients do not know code 90.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import structlog
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, error_code_of
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(22)
 log = structlog.get_logger(__name__)
@@ -31,17 +33,18 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
-def _response(version: int, code: int, producer_id: int, producer_epoch: int):
+def _response(version: int, code: int, producer_id: int, producer_epoch: int) -> ApiMessage:
     if version < 4 and code == ErrorCode.PRODUCER_FENCED:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     return Response(throttle_time_ms=0, error_code=int(code), producer_id=producer_id, producer_epoch=producer_epoch)
 
 
-def _error(version: int, code: int):
+def _error(version: int, code: int) -> ApiMessage:
     return _response(version, code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
 
 
-async def _transactional(ctx, req, producer_id: int, producer_epoch: int):
+async def _transactional(ctx: RequestContext, req: ApiMessage, producer_id: int,
+                         producer_epoch: int) -> ApiMessage:
     code, pid, epoch = await ctx.broker.txn_coordinator.handle_init_producer_id(
         req.transactional_id, req.transaction_timeout_ms, producer_id, producer_epoch, ctx.api_version
     )
@@ -49,14 +52,12 @@ async def _transactional(ctx, req, producer_id: int, producer_epoch: int):
 
 
 @api(22, (0, 5))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     version = ctx.api_version
     producer_id, producer_epoch = req.producer_id, req.producer_epoch
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return _error(version, ErrorCode.INVALID_REQUEST)
     if req.transactional_id is not None:
-        if ctx.broker.txn_coordinator is None:
-            return _error(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return _transactional(ctx, req, producer_id, producer_epoch)
     try:
         return _response(version, ErrorCode.NONE, ctx.broker.producer_ids.generate(), 0)

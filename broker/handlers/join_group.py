@@ -17,17 +17,20 @@ INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, GROUP_MAX_SIZE_REACHED, COORDINA
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from coordinator.group.group import JoinResult
 from coordinator.group.manager import JoinRequest
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(11)
 Member = Response.JoinGroupResponseMember
 
 
-def build(version: int, r: JoinResult):
+def build(version: int, r: JoinResult) -> ApiMessage:
     protocol_name = r.protocol_name
     if protocol_name is None and (version < 7 or r.error != ErrorCode.NONE):
         protocol_name = ""
@@ -50,16 +53,13 @@ def client_address(peer: str) -> str:
     return "/" + host.strip("[]")
 
 
-async def _answer(version: int, pending) -> object:
+async def _answer(version: int, pending: Awaitable[JoinResult]) -> ApiMessage:
     return build(version, await pending)
 
 
 @api(11, (0, 9))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> Awaitable[ApiMessage]:
     v = ctx.api_version
-    gc = ctx.broker.group_coordinator
-    if gc is None:
-        return build(v, JoinResult(error=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
     join = JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,
@@ -73,4 +73,4 @@ def handle(ctx, req):
         api_version=v,
         reason=req.reason if v >= 8 else None,
     )
-    return _answer(v, gc.join_group(join))
+    return _answer(v, ctx.broker.group_coordinator.join_group(join))

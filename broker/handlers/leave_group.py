@@ -9,23 +9,26 @@ member's error becomes the top-level error, as Kafka's LeaveGroupResponse does.
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(13)
 MemberResponse = Response.MemberResponse
 
 
 @api(13, (0, 5))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     v = ctx.api_version
+    members: list[tuple[str, str | None, str | None]]  # (member id, group instance id, reason)
     if v < 3:
         members = [(req.member_id, None, None)]
     else:
         members = [(m.member_id, m.group_instance_id, m.reason if v >= 5 else None) for m in req.members]
     gc = ctx.broker.group_coordinator
-    if gc is None or not gc.active:
-        top, results = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    results: list[tuple[str, str | None, ErrorCode]] = []  # (member id, group instance id, error)
+    if not gc.active:
+        top = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         top, results = gc.manager.leave_group(req.group_id, members)
     if v < 3:

@@ -11,8 +11,9 @@ empty. A type Kafka cannot list is UNSUPPORTED_VERSION for the request, as Kafka
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(74)
 Resource = Response.ConfigResource
@@ -21,7 +22,7 @@ LISTABLE = frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})
 
 
 @api(74, (0, 1))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     if ctx.api_version == 0:
         return Response(throttle_time_ms=0, error_code=0, config_resources=[])
     wanted = set(req.resource_types) or LISTABLE

@@ -7,18 +7,19 @@ matches everything. Every group here is a classic group ("classic").
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(16)
 Listed = Response.ListedGroup
 
 
 @api(16, (0, 5))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     v = ctx.api_version
     gc = ctx.broker.group_coordinator
-    if gc is None or not gc.active:
+    if not gc.active:
         return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, groups=[])
     states = list(req.states_filter or []) if v >= 4 else []
     types = list(req.types_filter or []) if v >= 5 else []

@@ -10,10 +10,16 @@ gets UNSUPPORTED_VERSION, as from Kafka.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from broker.replica.replica_manager import ISOLATION_READ_COMMITTED, LEADER_EPOCH, last_stable_offset
 from protocol.errors import ErrorCode, KafkaError, error_code_of
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 Response = lazy_response(2)
 TopicResp = Response.ListOffsetsTopicResponse
@@ -25,7 +31,7 @@ DEFINED_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LA
                  EARLIEST_PENDING_UPLOAD: 11}
 
 
-def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: int,
+def lookup(broker: Services, topic: str, partition: int, timestamp: int, isolation_level: int,
            version: int) -> tuple[int, int]:
     plog = broker.replica_manager.partition_log(topic, partition)
     if timestamp < 0 and DEFINED_SINCE.get(timestamp, version + 1) > version:
@@ -38,8 +44,8 @@ def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: 
     if timestamp in (EARLIEST_PENDING_UPLOAD, LATEST_TIERED):
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
-        found = plog.max_timestamp_and_offset()
-        return found if found is not None else (-1, -1)
+        largest = plog.max_timestamp_and_offset()
+        return largest if largest is not None else (-1, -1)
     found = plog.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1
@@ -51,10 +57,10 @@ def lookup(broker, topic: str, partition: int, timestamp: int, isolation_level: 
 
 
 @api(2, (1, 11))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     isolation = getattr(req, "isolation_level", 0) if ctx.api_version >= 2 else 0
-    topics = []
+    topics: list[ApiMessage] = []
     for t in req.topics:
         seen: dict[int, int] = {}
         for p in t.partitions:

@@ -8,11 +8,12 @@ names it does not know.
 from __future__ import annotations
 
 from broker.handlers.registry import api
-from protocol.messages import lazy_response
+from broker.net.context import RequestContext
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(46)
 
 
 @api(46, (0, 0))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     return Response(throttle_time_ms=0, error_code=0, error_message=None, topics=[])

@@ -10,19 +10,16 @@ COORDINATOR_LOAD_IN_PROGRESS while ``__transaction_state`` is still loading.
 from __future__ import annotations
 
 from broker.handlers.registry import api
-from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from broker.net.context import RequestContext
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(66)
 State = Response.TransactionState
 
 
 @api(66, (0, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     txn = ctx.broker.txn_coordinator
-    if txn is None:
-        return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                        unknown_state_filters=[], transaction_states=[])
     duration = req.duration_filter if ctx.api_version >= 1 else -1
     pattern = req.transactional_id_pattern if ctx.api_version >= 2 else None
     code, unknown, states = txn.handle_list_transactions(

@@ -15,13 +15,18 @@ kept, encoded, until the topics change, so clients refreshing their metadata cos
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from broker.cluster.controller import CLUSTER_METADATA_TOPIC
 from broker.cluster.metadata import INTERNAL_TOPICS, TopicInfo, validate_topic_name
 from broker.handlers.registry import api
-from broker.net.context import RawResponse
+from broker.net.context import RawResponse, RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
+
+if TYPE_CHECKING:
+    from broker.services import Services
 
 Response = lazy_response(3)
 Broker_ = Response.MetadataResponseBroker
@@ -36,7 +41,7 @@ TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 
 
-def topic_entry(info: TopicInfo, node_id: int, with_ops: bool) -> Topic:
+def topic_entry(info: TopicInfo, node_id: int, with_ops: bool) -> ApiMessage:
     return Topic(
         error_code=0,
         name=info.name,
@@ -58,24 +63,24 @@ def topic_entry(info: TopicInfo, node_id: int, with_ops: bool) -> Topic:
     )
 
 
-def error_entry(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Topic:
+def error_entry(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> ApiMessage:
     # Kafka flags internal topic names as internal even when they do not exist (Topic.isInternal)
     return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=name in INTERNAL_TOPICS, partitions=[])
 
 
-def brokers_for(ctx) -> list:
+def brokers_for(ctx: RequestContext) -> list[ApiMessage]:
     host, port = ctx.broker.advertised_endpoint(ctx.listener, ctx.local_host)
     return [Broker_(node_id=ctx.broker.node_id, host=host, port=port, rack=ctx.broker.config.get("broker.rack"))]
 
 
 @api(3, (0, 13))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | RawResponse | Awaitable[ApiMessage]:
     broker = ctx.broker
     version = ctx.api_version
     with_ops = bool(getattr(req, "include_topic_authorized_operations", False))
     allow_create = version < 4 or req.allow_auto_topic_creation
     cluster_ops = bool(getattr(req, "include_cluster_authorized_operations", False))
-    topics: list[Topic] = []
+    topics: list[ApiMessage] = []
     created: list[TopicInfo] = []
     if req.topics is None or (version == 0 and not req.topics):
         return _all_topics(ctx, version, with_ops, cluster_ops)
@@ -98,7 +103,7 @@ def handle(ctx, req):
     return _after_logs(broker, created, response) if created else response
 
 
-def _response(ctx, topics: list[Topic], cluster_ops: bool):
+def _response(ctx: RequestContext, topics: list[ApiMessage], cluster_ops: bool) -> ApiMessage:
     broker = ctx.broker
     return Response(
         throttle_time_ms=0,
@@ -111,7 +116,7 @@ def _response(ctx, topics: list[Topic], cluster_ops: bool):
     )
 
 
-def _all_topics(ctx, version: int, with_ops: bool, cluster_ops: bool):
+def _all_topics(ctx: RequestContext, version: int, with_ops: bool, cluster_ops: bool) -> ApiMessage | RawResponse:
     """Every topic: the encoded answer is kept until the topics change (``MetadataStore.generation``),
     unless request quotas are on (the answer then carries its own throttle time)."""
     broker = ctx.broker
@@ -132,12 +137,13 @@ def _all_topics(ctx, version: int, with_ops: bool, cluster_ops: bool):
     return RawResponse([body], len(body))
 
 
-async def _after_logs(broker, created: list[TopicInfo], response):
+async def _after_logs(broker: Services, created: list[TopicInfo], response: ApiMessage) -> ApiMessage:
     await broker.controller.create_logs_in_slices(created)
     return response
 
 
-def _missing(ctx, name: str, allow_create: bool, with_ops: bool, created: list[TopicInfo]) -> Topic:
+def _missing(ctx: RequestContext, name: str, allow_create: bool, with_ops: bool,
+             created: list[TopicInfo]) -> ApiMessage:
     broker = ctx.broker
     try:
         validate_topic_name(name)
@@ -149,8 +155,9 @@ def _missing(ctx, name: str, allow_create: bool, with_ops: bool, created: list[T
     try:
         info = broker.controller.create_topic(name, create_logs=False)
     except KafkaError as e:
-        if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            return topic_entry(broker.metadata.get(name), broker.node_id, with_ops)
+        existing = broker.metadata.get(name)
+        if e.code == ErrorCode.TOPIC_ALREADY_EXISTS and existing is not None:
+            return topic_entry(existing, broker.node_id, with_ops)
         return error_entry(e.code, name)
     if info is not None:
         created.append(info)

@@ -20,9 +20,10 @@ for each of its partitions; offsets are still stored by topic name, as Kafka sto
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from coordinator.group.manager import CommitPartition
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(8)
 TopicResp = Response.OffsetCommitResponseTopic
@@ -30,7 +31,7 @@ PartResp = TopicResp.OffsetCommitResponsePartition
 
 
 @api(8, (2, 10))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     v = ctx.api_version
     broker = ctx.broker
     topics, unknown_ids = broker.metadata.named_by_id(req.topics) if v >= 10 else (req.topics, {})
@@ -43,7 +44,7 @@ def handle(ctx, req):
     ]
     if to_commit:
         gc = broker.group_coordinator
-        if gc is None or not gc.active:
+        if not gc.active:
             for name, parts in to_commit:
                 for p in parts:
                     errors[(name, p.partition)] = ErrorCode.COORDINATOR_NOT_AVAILABLE

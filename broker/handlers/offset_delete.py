@@ -9,8 +9,9 @@ topics get UNKNOWN_TOPIC_OR_PARTITION, as KafkaApis checks them.
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(47)
 TopicResp = Response.OffsetDeleteResponseTopic
@@ -18,12 +19,12 @@ PartResp = TopicResp.OffsetDeleteResponsePartition
 
 
 @api(47, (0, 0))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     errors, found = broker.metadata.split_known_partitions(req.topics)
     known = [(name, [p.partition_index for p in parts]) for name, parts in found]
     gc = broker.group_coordinator
-    if gc is None or not gc.active:
+    if not gc.active:
         return Response(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, throttle_time_ms=0, topics=[])
     top, results = gc.manager.delete_offsets(req.group_id, known)
     if top != ErrorCode.NONE:

@@ -13,10 +13,14 @@ still have an id.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable, Sequence
+
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from coordinator.group.manager import FetchedPartition
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(9)
 OldTopic = Response.OffsetFetchResponseTopic
@@ -24,19 +28,28 @@ OldPartition = OldTopic.OffsetFetchResponsePartition
 Group = Response.OffsetFetchResponseGroup
 GroupTopic = Group.OffsetFetchResponseTopics
 GroupPartition = GroupTopic.OffsetFetchResponsePartitions
+Member = tuple[str | None, int]  # (member id, member epoch) of a consumer group's member, v9+
+Requested = list[tuple[str, list[int]]]  # (topic, partitions); None asks for every committed one
+Fetched = list[FetchedPartition]
 
 
-def fetch_group(ctx, group_id: str | None, topics, require_stable: bool, member: tuple[str | None, int] = (None, -1)):
-    """(group error, [(topic, [FetchedPartition])]) for one requested group; ``member`` (v9+: member id
-    and epoch) is checked by a consumer group."""
-    requested = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+def requested_of(topics: Iterable[ApiMessage] | None) -> Requested | None:
+    return None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+
+
+def fetch_group(ctx: RequestContext, group_id: str | None, requested: Requested | None, require_stable: bool,
+                member: Member = (None, -1)) -> tuple[ErrorCode, list[tuple[str, Fetched]]]:
+    """(group error, [(topic, [FetchedPartition])]) for one requested group (none on a group
+    error); ``member`` (v9+: member id and epoch) is checked by a consumer group."""
     gc = ctx.broker.group_coordinator
-    if gc is None or not gc.active:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, requested
+    if not gc.active:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     return gc.manager.fetch_offsets(group_id, requested, require_stable, *member)
 
 
-def fetch_group_by_id(ctx, group_id: str, topics, require_stable: bool, member: tuple[str | None, int] = (None, -1)):
+def fetch_group_by_id(ctx: RequestContext, group_id: str, topics: Sequence[ApiMessage] | None,
+                      require_stable: bool, member: Member = (None, -1)
+                      ) -> tuple[ErrorCode, list[tuple[uuid.UUID, Fetched]]]:
     """v10, as Kafka 4.x's KafkaApis: (group error, [(topic id, [FetchedPartition])]). Requested
     ids are resolved first and the coordinator asked for the known ones (even none, so group
     errors still show); unknown ids follow, UNKNOWN_TOPIC_ID on each partition. An all-topics
@@ -48,33 +61,32 @@ def fetch_group_by_id(ctx, group_id: str, topics, require_stable: bool, member: 
             return code, []
         named = [(metadata.topics.get(name), parts) for name, parts in result]
         return code, [(info.topic_id, parts) for info, parts in named if info is not None]
-    for t in topics:
-        t.name = metadata.name_of(t.topic_id)
-    known = [t for t in topics if t.name is not None]
-    code, result = fetch_group(ctx, group_id, known, require_stable, member)
+    names = [metadata.name_of(t.topic_id) for t in topics]
+    known = [(t, name) for t, name in zip(topics, names, strict=True) if name is not None]
+    code, result = fetch_group(ctx, group_id, [(name, list(t.partition_indexes)) for t, name in known],
+                               require_stable, member)
     if code != ErrorCode.NONE:
         return code, []
     unknown = [(t.topic_id, [FetchedPartition(p, error=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
-               for t in topics if t.name is None]
-    return code, [(t.topic_id, parts) for t, (_, parts) in zip(known, result, strict=True)] + unknown
+               for t, name in zip(topics, names, strict=True) if name is None]
+    return code, [(t.topic_id, parts) for (t, _), (_, parts) in zip(known, result, strict=True)] + unknown
 
 
-def _with_error(requested, code: ErrorCode) -> list[tuple[str, list[FetchedPartition]]]:
+def _with_error(requested: Requested | None, code: ErrorCode) -> list[tuple[str, Fetched]]:
     return [(name, [FetchedPartition(p, error=code) for p in parts]) for name, parts in requested or []]
 
 
 @api(9, (1, 10))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     v = ctx.api_version
     require_stable = bool(req.require_stable) if v >= 7 else False
     if v < 8:
         topics = req.topics
         if v < 2 and topics is None:
             topics = []
-        code, result = fetch_group(ctx, req.group_id, topics, require_stable)
-        if code != ErrorCode.NONE:
-            # Group-level error: top-level from v2; v1 has only partition errors.
-            requested = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+        requested = requested_of(topics)
+        code, result = fetch_group(ctx, req.group_id, requested, require_stable)
+        if code != ErrorCode.NONE:  # group-level: top-level from v2; v1 has only partition errors
             result = _with_error(requested, code) if v < 2 else []
         return Response(
             throttle_time_ms=0,
@@ -88,15 +100,18 @@ def handle(ctx, req):
                 for name, parts in result
             ],
         )
-    groups = []
+    groups: list[ApiMessage] = []
     for g in req.groups:
-        member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+        member: Member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+        rows: list[tuple[str, uuid.UUID | None, Fetched]] = []  # (name, topic id, partitions)
         if v >= 10:
-            code, result = fetch_group_by_id(ctx, g.group_id, g.topics, require_stable, member)
-            rows = [("", topic_id, parts) for topic_id, parts in result] if code == ErrorCode.NONE else []
+            code, by_id = fetch_group_by_id(ctx, g.group_id, g.topics, require_stable, member)
+            if code == ErrorCode.NONE:
+                rows = [("", topic_id, parts) for topic_id, parts in by_id]
         else:
-            code, result = fetch_group(ctx, g.group_id, g.topics, require_stable, member)
-            rows = [(name, None, parts) for name, parts in result] if code == ErrorCode.NONE else []
+            code, result = fetch_group(ctx, g.group_id, requested_of(g.topics), require_stable, member)
+            if code == ErrorCode.NONE:
+                rows = [(name, None, parts) for name, parts in result]
         groups.append(Group(
             group_id=g.group_id,
             error_code=code,

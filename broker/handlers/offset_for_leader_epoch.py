@@ -7,9 +7,10 @@ partition's ``leader-epoch-checkpoint``; an epoch we never had answers the next 
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from broker.replica.replica_manager import LEADER_EPOCH
 from protocol.errors import ErrorCode, KafkaError, error_code_of
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(23)
 TopicResult = Response.OffsetForLeaderTopicResult
@@ -17,7 +18,7 @@ EpochEnd = TopicResult.EpochEndOffset
 
 
 @api(23, (2, 4))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     rm = ctx.broker.replica_manager
     topics = []
     for t in req.topics:

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
-from broker.net.context import NO_RESPONSE, RawResponse
+from broker.net.context import NO_RESPONSE, NoResponse, RawResponse, RequestContext
 from broker.replica.produce_validation import needs_offload, validate_payload
 from broker.replica.replica_manager import ProduceResult
 from broker.replica.txn_verification import (
@@ -39,12 +41,22 @@ from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
 from protocol.produce_codec import (
     ProducePartitionResponse,
+    ProduceRequestView,
     ProduceTopicResponse,
     decode_produce_request,
     encode_produce_response,
 )
 
+if TYPE_CHECKING:
+    from broker.services import Services
+    from storage.log.partition_log import PartitionLog
+
 TopicPartition = tuple[str, int]
+Reply = RawResponse | NoResponse  # the encoded answer, or none for acks=0
+# A large compressed partition validated off the loop: its buffer and batches, or the refusal.
+Validated = tuple[bytearray | memoryview, list[rec.BatchInfo]] | KafkaError
+# A transactional batch's partition: its log and the batch's base sequence.
+Targets = dict[TopicPartition, tuple["PartitionLog", int]]
 
 
 def _partition(index: int, r: ProduceResult) -> ProducePartitionResponse:
@@ -57,12 +69,12 @@ def _failed(e: KafkaError) -> ProduceResult:
     return ProduceResult(e.code, error_message=str(e) if str(e) != e.code.name else None)
 
 
-def _transactional_batches(broker, req) -> tuple[set[tuple[int, int]], dict]:
+def _transactional_batches(broker: Services, req: ProduceRequestView) -> tuple[set[tuple[int, int]], Targets]:
     """The (producer id, epoch) of the request's transactional batches and, per partition that
     exists here, (log, base sequence) of its transactional batch (only the first batch counts:
     a Produce partition holds exactly one)."""
     producers: set[tuple[int, int]] = set()
-    targets: dict[TopicPartition, tuple[object, int]] = {}
+    targets: Targets = {}
     log_manager = broker.log_manager
     for t in req.topics:
         for p in t.partitions:
@@ -73,14 +85,15 @@ def _transactional_batches(broker, req) -> tuple[set[tuple[int, int]], dict]:
             if not batch.is_transactional or batch.producer_id < 0:
                 continue
             producers.add((batch.producer_id, batch.producer_epoch))
-            plog = log_manager.get(t.name, p.index) if t.name is not None else None
-            if plog is not None:
-                targets[(t.name, p.index)] = (plog, batch.base_sequence)
+            name = t.name
+            if name is not None and (plog := log_manager.get(name, p.index)) is not None:
+                targets[(name, p.index)] = (plog, batch.base_sequence)
     return producers, targets
 
 
-def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = None,
-             all_failed: ProduceResult | None = None, validated: dict | None = None):
+def _respond(ctx: RequestContext, req: ProduceRequestView,
+             pre_append: dict[TopicPartition, ProduceResult] | None = None, all_failed: ProduceResult | None = None,
+             validated: dict[TopicPartition, Validated] | None = None) -> Reply:
     broker = ctx.broker
     rm = broker.replica_manager
     version = ctx.api_version
@@ -120,7 +133,8 @@ def _respond(ctx, req, pre_append: dict[TopicPartition, ProduceResult] | None = 
     return RawResponse([body], len(body))
 
 
-async def _add_then_respond(ctx, req, producer: tuple[int, int], targets: dict, validated: dict | None = None):
+async def _add_then_respond(ctx: RequestContext, req: ProduceRequestView, producer: tuple[int, int],
+                            targets: Targets, validated: dict[TopicPartition, Validated] | None = None) -> Reply:
     """TV2: add the partitions to the transaction (with Produce's retry on
     CONCURRENT_TRANSACTIONS), then append; a partition that could not be added is not appended."""
     producer_id, producer_epoch = producer
@@ -130,14 +144,14 @@ async def _add_then_respond(ctx, req, producer: tuple[int, int], targets: dict, 
     return _respond(ctx, req, pre, validated=validated)
 
 
-def _named(broker, req):
+def _named(broker: Services, req: ProduceRequestView) -> ProduceRequestView:
     """v13: the request with each topic's name looked up from its id (None for an unknown id)."""
     name_of = broker.metadata.name_of
     return req._replace(topics=[t._replace(name=name_of(t.topic_id)) for t in req.topics])
 
 
 @api(0, (3, 13), advertised_min=0, decode=decode_produce_request)
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ProduceRequestView) -> Reply | Awaitable[Reply]:
     if ctx.api_version >= 13:
         req = _named(ctx.broker, req)
     heavy = {(t.name, p.index): p.records for t in req.topics if t.name is not None
@@ -147,10 +161,11 @@ def handle(ctx, req):
     return _produce(ctx, req)
 
 
-async def _validate_off_loop(ctx, req, heavy: dict[TopicPartition, object]):
+async def _validate_off_loop(ctx: RequestContext, req: ProduceRequestView,
+                             heavy: dict[TopicPartition, memoryview | None]) -> Reply:
     """The large compressed batches validated in a worker thread, one after the other; then the
     request goes on as any other, with those partitions' validation done."""
-    validated: dict = {}
+    validated: dict[TopicPartition, Validated] = {}
     for (name, index), records in heavy.items():
         plog = ctx.broker.log_manager.get(name, index)
         if plog is None:
@@ -165,7 +180,8 @@ async def _validate_off_loop(ctx, req, heavy: dict[TopicPartition, object]):
     return await result if inspect.isawaitable(result) else result
 
 
-def _produce(ctx, req, validated: dict | None = None):
+def _produce(ctx: RequestContext, req: ProduceRequestView,
+             validated: dict[TopicPartition, Validated] | None = None) -> Reply | Awaitable[Reply]:
     if req.transactional_id is None or req.acks not in (-1, 0, 1):
         return _respond(ctx, req, validated=validated)
     producers, targets = _transactional_batches(ctx.broker, req)
@@ -173,7 +189,7 @@ def _produce(ctx, req, validated: dict | None = None):
         return _respond(ctx, req, all_failed=ProduceResult(
             ErrorCode.INVALID_PRODUCER_ID_MAPPING,
             error_message="Transactional records contained more than one producer ID"))
-    if ctx.api_version > 11 and targets and ctx.broker.txn_coordinator is not None:
+    if ctx.api_version > 11 and targets:
         producer = next(iter(producers))
         targets = not_yet_in_transaction(targets, *producer)
         if targets:  # the transaction's first batch to some partition: the coordinator adds it first

@@ -8,26 +8,30 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar, overload
 
-from protocol.messages import API_MODULES, NEWER_ONLY, request_class, response_class
+from broker.net.context import NoResponse, RawResponse, RequestContext
+from protocol.messages import API_MODULES, NEWER_ONLY, ApiMessage, request_class, response_class
 
-if TYPE_CHECKING:
-    from broker.net.context import RequestContext
-
-Handler = Callable[["RequestContext", Any], Any | Awaitable[Any]]
+#: What a handler answers: a response message, a body a fast path encoded, or nothing (acks=0).
+Answer = ApiMessage | RawResponse | NoResponse
+Req = TypeVar("Req")
+#: A handler of requests of type ``Req``: kafka-python's message, or what the API's own decoder
+#: builds (Produce, Fetch). It answers at once, or returns an awaitable when it must wait.
+Handler = Callable[[RequestContext, Req], Answer | Awaitable[Answer]]
+Decoder = Callable[[bytes | memoryview, int], Req]
 
 
 @dataclass(slots=True)
-class ApiSpec:
+class ApiSpec(Generic[Req]):
     key: int
     min_version: int
     max_version: int
-    handler: Handler
+    handler: Handler[Req]
     # Advertised minimum: Kafka 4 advertises Produce min 0 for old librdkafka (KAFKA-18659)
     # while rejecting v0-2 (the connection is closed, as parseRequestHeader does).
     advertised_min: int
-    decode: Callable[[bytes | memoryview, int], Any] | None
+    decode: Decoder[Req] | None  # None: kafka-python's generated decoder
 
     @property
     def request_cls(self) -> Any:
@@ -41,19 +45,27 @@ class ApiSpec:
         return self.min_version <= version <= self.max_version
 
 
-HANDLERS: dict[int, ApiSpec] = {}
+#: API key -> its spec; each handler takes what its own decoder builds, so the table holds any.
+HANDLERS: dict[int, ApiSpec[Any]] = {}
 
 
+@overload
+def api(key: int, versions: tuple[int, int], *,
+        advertised_min: int | None = None) -> Callable[[Handler[ApiMessage]], Handler[ApiMessage]]: ...
+@overload
+def api(key: int, versions: tuple[int, int], *, advertised_min: int | None = None,
+        decode: Decoder[Req]) -> Callable[[Handler[Req]], Handler[Req]]: ...
 def api(
     key: int,
     versions: tuple[int, int],
     *,
     advertised_min: int | None = None,
-    decode: Callable[[bytes | memoryview, int], Any] | None = None,
-) -> Callable[[Handler], Handler]:
-    """Register ``handler`` for API ``key`` at ``versions`` (inclusive)."""
+    decode: Decoder[Any] | None = None,
+) -> Callable[[Handler[Any]], Handler[Any]]:
+    """Register ``handler`` for API ``key`` at ``versions`` (inclusive); with ``decode``, the
+    handler takes what that decoder builds instead of kafka-python's message."""
 
-    def register(handler: Handler) -> Handler:
+    def register(handler: Handler[Any]) -> Handler[Any]:
         if key in HANDLERS:
             raise RuntimeError(f"API key {key} registered twice")
         if key not in API_MODULES and key not in NEWER_ONLY:

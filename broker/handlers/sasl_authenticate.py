@@ -10,16 +10,17 @@ during SASL handshake"); elsewhere, or once authenticated: ILLEGAL_SASL_STATE.
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from broker.net.dispatch import CloseConnection
 from broker.net.sasl import AuthenticationFailed
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(36)
 
 
 @api(36, (0, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     session = ctx.broker.sasl_sessions.get(ctx.connection_id)
     if session is not None and session.server is None and not session.authenticated:
         raise CloseConnection("Unexpected Kafka request of type SASL_AUTHENTICATE during SASL handshake")

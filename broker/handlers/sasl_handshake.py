@@ -10,14 +10,15 @@ size-prefixed frames, v1 that they come in SaslAuthenticate requests.
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(17)
 
 
 @api(17, (0, 1))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     session = ctx.broker.sasl_sessions.get(ctx.connection_id)
     if session is None or session.authenticated or session.server is not None:
         return Response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])

@@ -11,34 +11,34 @@ group's, or are missing: KafkaApis requires both from v5), INVALID_GROUP_ID.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from coordinator.group.group import SyncResult
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(14)
 
 
-def build(r: SyncResult):
+def build(r: SyncResult) -> ApiMessage:
     return Response(throttle_time_ms=0, error_code=r.error, protocol_type=r.protocol_type,
                     protocol_name=r.protocol_name, assignment=r.assignment)
 
 
-async def _answer(pending) -> object:
+async def _answer(pending: Awaitable[SyncResult]) -> ApiMessage:
     return build(await pending)
 
 
 @api(14, (0, 5))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     v = ctx.api_version
-    gc = ctx.broker.group_coordinator
-    if gc is None:
-        return build(SyncResult(error=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     protocol_type = req.protocol_type if v >= 5 else None
     protocol_name = req.protocol_name if v >= 5 else None
     if v >= 5 and (protocol_type is None or protocol_name is None):
         return build(SyncResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-    return _answer(gc.sync_group(
+    return _answer(ctx.broker.group_coordinator.sync_group(
         req.group_id,
         req.generation_id,
         req.member_id,

@@ -25,50 +25,52 @@ exist with a generation >= 0 answers GROUP_ID_NOT_FOUND instead of ILLEGAL_GENER
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from coordinator.group.manager import CommitPartition
-from coordinator.group.txn_offsets import add_offsets_partition, commit_transactional_offsets
+from coordinator.group.txn_offsets import TopicCommits, add_offsets_partition, commit_transactional_offsets
 from protocol.errors import ErrorCode
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(28)
 TopicResp = Response.TxnOffsetCommitResponseTopic
 PartResp = TopicResp.TxnOffsetCommitResponsePartition
+Errors = dict[tuple[str, int], ErrorCode]  # (topic, partition) -> its answer
 
 
 @api(28, (0, 6))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     v = ctx.api_version
     broker = ctx.broker
     topics, unknown_ids = broker.metadata.named_by_id(req.topics) if v >= 6 else (req.topics, {})
     errors, known = broker.metadata.split_known_partitions(topics)
     errors.update(unknown_ids)
-    to_commit = [
+    to_commit: TopicCommits = [
         (name, [CommitPartition(p.partition_index, p.committed_offset,
                                 p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata) for p in parts])
         for name, parts in known
     ]
-    if to_commit and v >= 5 and broker.txn_coordinator is not None:
+    if to_commit and v >= 5:
         return _add_then_commit(ctx, req, errors, to_commit)
     return _commit(ctx, req, errors, to_commit)
 
 
-async def _add_then_commit(ctx, req, errors, to_commit):
-    gc = ctx.broker.group_coordinator
-    code = ErrorCode.NONE if gc is None else await add_offsets_partition(
-        gc, req.group_id, req.transactional_id, req.producer_id, req.producer_epoch)
+async def _add_then_commit(ctx: RequestContext, req: ApiMessage, errors: Errors,
+                           to_commit: TopicCommits) -> ApiMessage:
+    code = await add_offsets_partition(ctx.broker.group_coordinator, req.group_id, req.transactional_id,
+                                       req.producer_id, req.producer_epoch)
     if code != ErrorCode.NONE:
         errors.update({(t, p.partition): code for t, parts in to_commit for p in parts})
         to_commit = []
     return _commit(ctx, req, errors, to_commit)
 
 
-def _commit(ctx, req, errors, to_commit):
+def _commit(ctx: RequestContext, req: ApiMessage, errors: Errors, to_commit: TopicCommits) -> ApiMessage:
     v = ctx.api_version
     broker = ctx.broker
-    if to_commit and broker.group_coordinator is None:
-        errors.update({(t, p.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, parts in to_commit for p in parts})
-    elif to_commit:
+    if to_commit:
         errors.update(commit_transactional_offsets(
             broker.group_coordinator, req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
             req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from broker.config import features
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(57)
 
 
 @api(57, (0, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     updates = [(u.feature, u.max_version_level, u.upgrade_type if ctx.api_version >= 1 else features.UPGRADE)
                for u in req.feature_updates]

@@ -13,8 +13,9 @@ each marker's TransactionVersion: a TV2 marker needs an epoch strictly above the
 from __future__ import annotations
 
 from broker.handlers.registry import api
+from broker.net.context import RequestContext
 from broker.replica.txn_markers import write_txn_marker
-from protocol.messages import lazy_response
+from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(27)
 MarkerResult = Response.WritableTxnMarkerResult
@@ -23,7 +24,7 @@ PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 
 @api(27, (1, 2))
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     markers = []
     for m in req.markers:

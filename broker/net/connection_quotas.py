@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 INT_MAX = 2147483647
 
@@ -31,7 +32,7 @@ def parse_overrides(value: str | None) -> dict[str, int]:
 
 
 class ConnectionQuotas:
-    def __init__(self, get: Callable[[str], object]) -> None:
+    def __init__(self, get: Callable[[str], Any]) -> None:
         """``get(name)``: the broker's current value of a config (dynamic configs apply at once)."""
         self._get = get
         self.total = 0
@@ -44,12 +45,12 @@ class ConnectionQuotas:
 
     def admit(self, listener: str, ip: str) -> str | None:
         """Count a new connection in; the reason it is refused (and not counted), or None."""
-        overrides = parse_overrides(self._get("max.connections.per.ip.overrides"))  # type: ignore[arg-type]
+        overrides = parse_overrides(self._get("max.connections.per.ip.overrides"))
         per_ip = overrides.get(ip, self._limit("max.connections.per.ip"))
         if self.per_ip[ip] >= per_ip:
             return f"Too many connections from {ip} (maximum = {per_ip})"
         listener_limit = self._get(f"listener.name.{listener.lower()}.max.connections")
-        if listener_limit is not None and self.per_listener[listener] >= int(listener_limit):  # type: ignore[arg-type]
+        if listener_limit is not None and self.per_listener[listener] >= int(listener_limit):
             return f"Too many connections on listener {listener} (maximum = {listener_limit})"
         total = self._limit("max.connections")
         if self.total >= total:

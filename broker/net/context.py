@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.services import Services
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    broker: Services
     api_key: int
     api_version: int
     correlation_id: int

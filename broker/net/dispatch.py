@@ -75,7 +75,7 @@ class Dispatcher:
         self.metrics = broker.metrics
 
     def handle(
-        self, frame: bytes, client_host: str, local_host: str, connection_id: str, listener: str
+        self, frame: bytes | bytearray, client_host: str, local_host: str, connection_id: str, listener: str
     ) -> Encoded | None | Awaitable[Encoded | None]:
         """Process one request frame. Raises CloseConnection for what Kafka drops."""
         try:
@@ -169,7 +169,7 @@ class Dispatcher:
             except AttributeError:
                 pass
 
-    def _unsupported_api_versions(self, frame: bytes, version: int) -> Encoded:
+    def _unsupported_api_versions(self, frame: bytes | bytearray, version: int) -> Encoded:
         """KIP-511: answer a v0 body with UNSUPPORTED_VERSION and our ApiVersions range."""
         correlation_id = struct.unpack_from(">i", frame, 4)[0]
         spec = HANDLERS[API_VERSIONS_KEY]

@@ -24,8 +24,12 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from broker.cluster.scram_credentials import MECHANISMS, ScramCredential
+
+if TYPE_CHECKING:
+    from broker.config.broker_config import BrokerConfig
 
 SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM = {name: (mech_type, algo) for mech_type, (name, algo) in MECHANISMS.items()}
@@ -147,7 +151,7 @@ class ScramServer:
 
 
 def _attrs(message: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for item in message.split(","):
         key, sep, value = item.partition("=")
         if sep:
@@ -197,7 +201,7 @@ class SaslSession:
         return out
 
 
-def listener_mechanisms(config, listener: str) -> tuple[str, ...]:
+def listener_mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
     """``listener.name.<listener>.sasl.enabled.mechanisms``, else ``sasl.enabled.mechanisms``."""
     value = config.get(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms") or \
         config.get("sasl.enabled.mechanisms") or ""
@@ -205,7 +209,7 @@ def listener_mechanisms(config, listener: str) -> tuple[str, ...]:
     return tuple(n.strip().upper() for n in names if n.strip())
 
 
-def check_listener(config, listener: str) -> None:
+def check_listener(config: BrokerConfig, listener: str) -> None:
     """Start-up check of a SASL listener's mechanisms; raises ValueError."""
     mechanisms = listener_mechanisms(config, listener)
     if not mechanisms:

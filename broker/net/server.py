@@ -22,7 +22,7 @@ import socket
 import struct
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import structlog
 
@@ -35,6 +35,7 @@ from storage.log.file_region import FileRegion
 
 if TYPE_CHECKING:
     from broker.broker import Broker
+    from broker.config.broker_config import BrokerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -49,14 +50,15 @@ _CLOSED, _HANDLED, _DISPATCH = object(), object(), object()
 
 
 class Connection(asyncio.Protocol):
+    transport: asyncio.Transport  # from connection_made on: the broker only knows connections after it
+
     def __init__(self, broker: Broker, dispatcher: Dispatcher, listener: str) -> None:
         self.broker = broker
         self.dispatcher = dispatcher
         self.listener = listener
         self.decoder = FrameDecoder(broker.config.get("socket.request.max.bytes"))
-        self.pending: deque[bytes] = deque()
+        self.pending: deque[bytes | bytearray] = deque()
         self.pending_bytes = 0
-        self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
         self.writer: SocketWriter | None = None  # created on the first response with file regions
         self.sending: asyncio.Future | None = None  # such a response still going out
@@ -78,7 +80,7 @@ class Connection(asyncio.Protocol):
     # --- asyncio callbacks ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's (uvloop's or asyncio's)
         _set_buffer_sizes(transport.get_extra_info("socket"), self.broker.config)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -89,7 +91,7 @@ class Connection(asyncio.Protocol):
         if refused is not None:
             log.info("connection refused", listener=self.listener, peer=self.peer, reason=refused)
             self.closed = True
-            transport.abort()
+            self.transport.abort()
             return
         self.counted = True
         self.broker.connections.add(self)
@@ -207,7 +209,7 @@ class Connection(asyncio.Protocol):
             self.held -= len(frame)
             self.broker.queued_request_bytes -= len(frame)
             if self.sasl is not None and not self.sasl.authenticated:
-                verdict = self._sasl_gate(frame, out)
+                verdict = self._sasl_gate(self.sasl, frame, out)
                 if verdict is _CLOSED:
                     return
                 if verdict is _HANDLED:
@@ -256,10 +258,9 @@ class Connection(asyncio.Protocol):
         self._account()
         self._maybe_resume_reading()
 
-    def _sasl_gate(self, frame: bytes, out: list) -> object:
+    def _sasl_gate(self, session: SaslSession, frame: bytes | bytearray, out: list[bytes]) -> object:
         """Before authentication only ApiVersions and the SASL APIs pass (Kafka's
         SaslServerAuthenticator); after a v0 handshake each frame is a raw token, answered here."""
-        session = self.sasl
         if session.raw_tokens:
             try:
                 token = session.evaluate(bytes(frame))
@@ -368,8 +369,7 @@ class Connection(asyncio.Protocol):
         (log.debug if quiet else log.warning)("closing connection", connection=self.id, peer=self.peer, reason=reason)
         self.closed = True
         self._release_queued()
-        if self.transport is not None:
-            self.transport.close()
+        self.transport.close()
 
 
 def _close_regions(buffers: list) -> None:
@@ -378,7 +378,7 @@ def _close_regions(buffers: list) -> None:
             b.close()
 
 
-def _set_buffer_sizes(sock, config) -> None:
+def _set_buffer_sizes(sock: socket.socket | None, config: BrokerConfig) -> None:
     """SO_SNDBUF / SO_RCVBUF from ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``,
     as Kafka's acceptor sets them on every connection (-1: the OS default, autotuned)."""
     if sock is None:

@@ -104,7 +104,7 @@ class SocketWriter:
                             return False
                     items.popleft().close()
                     continue
-                bufs = []
+                bufs: list[bytes | bytearray | memoryview] = []
                 for b in items:
                     if type(b) is FileRegion or len(bufs) == _IOV_MAX:
                         break

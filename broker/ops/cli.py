@@ -13,7 +13,12 @@ import asyncio
 import signal
 import sys
 
+import structlog
+import uvloop
+
+from broker.broker import Broker
 from broker.config.broker_config import BrokerConfig
+from broker.ops import logs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,8 +44,6 @@ def raise_open_files_limit() -> None:
 
 
 async def run(config: BrokerConfig) -> int:
-    from broker.broker import Broker
-
     raise_open_files_limit()
     # Worker threads run pure-Python work off the loop (validating a huge compressed batch, decoding
     # a huge request). With the default 5 ms switch interval, the loop would wait up to 5 ms for the
@@ -60,8 +63,6 @@ async def run(config: BrokerConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from broker.ops import logs
-
     logs.configure(cache=False)  # provisional, so warnings about the configuration are rendered too
     try:
         config = BrokerConfig.load(args.config or args.config_file, args.override)
@@ -71,14 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logs.configure(str(config.get("log.level")))
     try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency; plain asyncio still works
-        uvloop = asyncio
-    try:
         return uvloop.run(run(config))
     except Exception:
-        import structlog
-
         structlog.get_logger(__name__).exception("broker failed")  # one JSON line, not a bare traceback
         return 1
 

@@ -52,7 +52,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from protocol.messages import api_name
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.services import Services
 
 log = structlog.get_logger(__name__)
 
@@ -254,11 +254,11 @@ class BrokerMetrics:
         """Register a scrape-time collector (a function returning metric families)."""
         self.registry.register(_FnCollector(collect))
 
-    def bind(self, broker: Broker) -> None:
+    def bind(self, broker: Services) -> None:
         """Register the collectors that read ``broker``'s live state on each scrape.
 
         Also turns off prometheus-client's ``*_created`` series process-wide, as the Kafka
-        JMX exporter has none (called once per broker process, from Broker.start).
+        JMX exporter has none (called once per broker process, from Services.start).
         """
         disable_created_metrics()
         started = broker.clock.monotonic()

@@ -23,6 +23,15 @@ class RequestLevelError(KafkaError):
     """A refusal of ProduceRequest.validateRecords: answered without log information."""
 
 
+class InvalidRecords(KafkaError):
+    """INVALID_RECORD naming each refused record (ProduceResponse v8+ ``record_errors``)."""
+
+    default_code = ErrorCode.INVALID_RECORD
+
+    def __init__(self, record_errors: list[tuple[int, str | None]]) -> None:
+        super().__init__(record_errors_message(record_errors))
+        self.record_errors = record_errors
+
 def validate_request_records(records: bytes | memoryview | None, api_version: int) -> bytearray | memoryview:
     """ProduceRequest.validateRecords: exactly one complete magic-2 batch (a trailing partial
     batch is ignored, as Kafka's batch iterator stops there), zstd only from v7."""
@@ -84,10 +93,7 @@ def validate_batch(buf: bytearray | memoryview, max_size: int, compact: bool, to
     if keyless:  # LogValidator.validateKey
         message = (f"Compacted topic cannot accept message without key in topic partition "
                    f"{topic}-{partition}")
-        errors: list[tuple[int, str | None]] = [(i, message) for i in keyless]
-        e = KafkaError(ErrorCode.INVALID_RECORD, record_errors_message(errors))
-        e.record_errors = errors
-        raise e
+        raise InvalidRecords([(i, message) for i in keyless])
     return batches
 
 
@@ -98,7 +104,7 @@ def decompressed_limit(max_message_bytes: int) -> int:
     return max(MIN_DECOMPRESSED_LIMIT, DECOMPRESSED_LIMIT_FACTOR * max_message_bytes)
 
 
-def _check_records(buf: bytearray, batch: rec.BatchInfo, limit: int, keyless: list[int] | None) -> None:
+def _check_records(buf: bytearray | memoryview, batch: rec.BatchInfo, limit: int, keyless: list[int] | None) -> None:
     """Every record read back as LogValidator reads it (streaming a compressed batch through its
     codec), so that nothing a consumer could not read is stored. A codec that cannot decompress
     the payload is an unexpected error in Kafka (UNKNOWN_SERVER_ERROR); records that do not fit

@@ -25,7 +25,7 @@ from protocol.record_codec import decode_records, rebuild_batch_with_codec
 from storage.log.file_region import FileRegion
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.services import Services
     from storage.log.partition_log import PartitionLog
     from storage.log_config import LogConfig
 
@@ -62,7 +62,7 @@ class FetchPartitionResult:
 
 
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Services) -> None:
         self.broker = broker
         self.log_manager = broker.log_manager
         # Fetch waiters: one future per parked Fetch, registered under each partition it reads.
@@ -143,7 +143,7 @@ class ReplicaManager:
                                  record_errors=list(getattr(e, "record_errors", ())))
 
     def append_validated(
-        self, topic: str, partition: int, plog: PartitionLog, buf: bytearray, batches: list[rec.BatchInfo],
+        self, topic: str, partition: int, plog: PartitionLog, buf: bytearray | memoryview, batches: list[rec.BatchInfo],
         verification_guard: object | None = None,
     ) -> ProduceResult:
         now = self.broker.clock.now_ms()
@@ -225,7 +225,11 @@ class ReplicaManager:
                     if not waiters:
                         del self._waiters[key]
 
-        handle = self.broker.clock.call_later(timeout, lambda: fut.done() or fut.set_result(None))
+        def expire() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        handle = self.broker.clock.call_later(timeout, expire)
         fut.add_done_callback(cleanup)
         return fut
 

@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode, error_code_of
 from storage.producer.types import AppendOrigin
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.services import Services
     from coordinator.txn.marker_channel import TxnMarker
 
 log = structlog.get_logger(__name__)
@@ -31,7 +31,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def write_txn_marker(
-    broker: Broker,
+    broker: Services,
     topic: str,
     partition: int,
     producer_id: int,
@@ -70,7 +70,7 @@ def write_txn_marker(
 class InProcessMarkerChannel:
     """This node leads every partition: the WriteTxnMarkers leader path, called directly."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Services) -> None:
         self.broker = broker
 
     def leader_known(self, tp: tuple[str, int]) -> bool:

@@ -39,18 +39,26 @@ from coordinator.txn.state import TV_2
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.services import Services
     from protocol.records import BatchInfo
     from storage.log.partition_log import PartitionLog
+    from storage.producer.manager import ProducerStateManager
 
 
-def verification_enabled(broker: Broker) -> bool:
+def producers(plog: PartitionLog) -> ProducerStateManager:
+    """The partition's producer state: every log the broker opens has one (LogManager opens it)."""
+    state = plog.producer_state
+    assert state is not None, f"{plog} was opened without producer state"
+    return state.manager
+
+
+def verification_enabled(broker: Services) -> bool:
     value = broker.config.get("transaction.partition.verification.enable")
     return value is True or str(value).lower() == "true"
 
 
 def verify(
-    broker: Broker, plog: PartitionLog, transactional_id: str | None, producer_id: int, producer_epoch: int,
+    broker: Services, plog: PartitionLog, transactional_id: str | None, producer_id: int, producer_epoch: int,
     base_sequence: int, operation: SupportedOperation,
 ) -> tuple[ErrorCode, object | None]:
     """(error as AddPartitionsToTxnManager reports it, guard to append with).
@@ -62,7 +70,7 @@ def verify(
     txn = broker.txn_coordinator
     if txn is None or not verification_enabled(broker):
         return ErrorCode.NONE, None
-    manager = plog.producer_state.manager
+    manager = producers(plog)
     if manager.has_ongoing_transaction(producer_id, producer_epoch):
         return ErrorCode.NONE, None
     state = manager.maybe_create_verification_state_entry(
@@ -91,12 +99,12 @@ def not_yet_in_transaction(
     coordinator (the first Produce of a transaction to a partition); the rest append at once."""
     return {
         tp: target for tp, target in targets.items()
-        if not target[0].producer_state.manager.has_ongoing_transaction(producer_id, producer_epoch)
+        if not producers(target[0]).has_ongoing_transaction(producer_id, producer_epoch)
     }
 
 
 async def add_partitions(
-    broker: Broker, transactional_id: str | None, producer_id: int, producer_epoch: int,
+    broker: Services, transactional_id: str | None, producer_id: int, producer_epoch: int,
     targets: dict[tuple[str, int], tuple[PartitionLog, int]], retry_concurrent: bool,
 ) -> dict[tuple[str, int], ErrorCode]:
     """TV2: add ``targets`` ((topic, partition) -> (log, base sequence of the first batch)) to
@@ -120,7 +128,7 @@ async def add_partitions(
         now_ms = broker.clock.now_ms()
         to_add: set[tuple[str, int]] = set()
         for tp, (plog, base_sequence) in targets.items():
-            manager = plog.producer_state.manager
+            manager = producers(plog)
             if manager.has_ongoing_transaction(producer_id, producer_epoch):
                 continue
             manager.maybe_create_verification_state_entry(producer_id, base_sequence, producer_epoch, True, now_ms)
@@ -159,7 +167,7 @@ def produce_error(code: ErrorCode, operation: SupportedOperation) -> KafkaError:
 
 
 def verify_produce(
-    broker: Broker, plog: PartitionLog, transactional_id: str | None, batch: BatchInfo, api_version: int,
+    broker: Services, plog: PartitionLog, transactional_id: str | None, batch: BatchInfo, api_version: int,
 ) -> object | None:
     """For a Produce batch: the guard to append with (None: append unverified). Raises
     KafkaError with the error the client must see."""
@@ -180,7 +188,7 @@ class BrokerTransactionVerifier:
     """The group coordinator's ``coordinator.runtime.TransactionVerifier``: this module's checks,
     against this broker's transaction coordinator."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Services) -> None:
         self.broker = broker
 
     def verify(self, plog: PartitionLog, transactional_id: str | None, producer_id: int, producer_epoch: int,

@@ -25,7 +25,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -41,7 +41,7 @@ from coordinator.group.consumer_group import (
     MemberState,
     reconcile,
 )
-from coordinator.group.group import parse_subscription_topics
+from coordinator.group.group import ClassicGroup, parse_subscription_topics
 from protocol.errors import ErrorCode, KafkaError
 from storage.clock import SYSTEM_CLOCK
 
@@ -66,7 +66,10 @@ class TopicInfo(Protocol):
 class Topics(Protocol):
     """The cluster's topics, as the broker's metadata store serves them."""
 
-    topics: dict[str, TopicInfo]
+    @property
+    def topics(self) -> Mapping[str, TopicInfo]:
+        """Read-only (hence covariant): the store's dict holds its own TopicInfo class."""
+        ...
 
     def get(self, name: str) -> TopicInfo | None: ...
 
@@ -83,10 +86,10 @@ class ConsumerGroupConfig:
     assignment_interval_ms: int = 1000
 
     @classmethod
-    def from_broker(cls, get: Callable[[str], object]) -> ConsumerGroupConfig:
+    def from_broker(cls, get: Callable[[str], Any]) -> ConsumerGroupConfig:
         defaults = cls()
 
-        def value(name: str, default: object) -> object:
+        def value(name: str, default: object) -> Any:
             try:
                 return get(name)
             except KeyError:
@@ -145,7 +148,7 @@ def rebalance_key(group_id: str, member_id: str) -> str:
 
 class ConsumerGroupManager:
     def __init__(self, config: ConsumerGroupConfig, timer: Timer, writer: Writer, topics: Topics | None,
-                 classic_group: Callable[[str], object | None],
+                 classic_group: Callable[[str], ClassicGroup | None],
                  convert_empty_classic: Callable[[str], list[Record]],
                  time_ms: Callable[[], int] | None = None,
                  group_config: Callable[[str], Mapping[str, str]] | None = None) -> None:
@@ -623,15 +626,15 @@ class ConsumerGroupManager:
         elif record_type == crec.TARGET_ASSIGNMENT_METADATA:
             group.assignment_epoch, group.assignment_timestamp = v.assignment_epoch, v.assignment_timestamp
         elif record_type == crec.TARGET_ASSIGNMENT_MEMBER:
-            group.target[k.member_id] = crec.from_topic_partitions(v.topic_partitions)
+            group.target[k.member] = crec.from_topic_partitions(v.topic_partitions)
         elif record_type == crec.MEMBER_METADATA:
-            old = group.members.get(k.member_id) or ConsumerGroupMember(k.member_id)
+            old = group.members.get(k.member) or ConsumerGroupMember(k.member)
             group.put_member(replace(
                 old, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
                 subscribed_topic_names=tuple(v.subscribed_topic_names), subscribed_topic_regex=v.subscribed_topic_regex,
                 rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor))
         elif record_type == crec.CURRENT_MEMBER_ASSIGNMENT:
-            old = group.members.get(k.member_id) or ConsumerGroupMember(k.member_id)
+            old = group.members.get(k.member) or ConsumerGroupMember(k.member)
             try:
                 state = MemberState(v.state)
             except ValueError:
@@ -649,11 +652,11 @@ class ConsumerGroupManager:
         elif record_type == crec.TARGET_ASSIGNMENT_METADATA:
             group.assignment_epoch = -1
         elif record_type == crec.TARGET_ASSIGNMENT_MEMBER:
-            group.target.pop(k.member_id, None)
+            group.target.pop(k.member, None)
         elif record_type == crec.MEMBER_METADATA:
-            group.remove_member(k.member_id)
+            group.remove_member(k.member)
         elif record_type == crec.CURRENT_MEMBER_ASSIGNMENT:
-            member = group.members.get(k.member_id)
+            member = group.members.get(k.member)
             if member is not None:
                 group.put_member(self._rejoined(member))
 
@@ -717,7 +720,7 @@ def _re2j_message(python_message: str) -> str:
     return _RE2J_MESSAGES.get(python_message, python_message)
 
 
-def _not_upgradable(classic, joining: bool) -> str:
+def _not_upgradable(classic: ClassicGroup, joining: bool) -> str:
     """Why a classic group with members cannot become a consumer group (Kafka's messages; Kafka
     would upgrade a group of consumer-protocol members online, which this broker does not)."""
     gid = classic.group_id
@@ -730,7 +733,7 @@ def _not_upgradable(classic, joining: bool) -> str:
     return f"Group {gid} is not a consumer group."
 
 
-def _valid_subscriptions(classic) -> bool:
+def _valid_subscriptions(classic: ClassicGroup) -> bool:
     try:
         for m in classic.members.values():
             parse_subscription_topics(m.metadata(classic.protocol_name))

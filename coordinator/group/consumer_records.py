@@ -38,6 +38,7 @@ RECORD_TYPES = {
     TARGET_ASSIGNMENT_MEMBER: "ConsumerGroupTargetAssignmentMember",
     CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment",
 }
+MEMBER_KEYED = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
 _I16 = struct.Struct(">h")
 _classes: dict[str, Any] = {}
 
@@ -71,7 +72,14 @@ def value(record_type: int, **fields: Any) -> bytes:
 class ConsumerRecordKey:
     record_type: int
     group_id: str
-    member_id: str | None
+    member_id: str | None  # None for the group-level types 3 and 6
+
+    @property
+    def member(self) -> str:
+        """The member id of a member-keyed record (types 5, 7, 8), which decode_key guarantees."""
+        if self.member_id is None:
+            raise RecordFormatError(f"consumer group record key type {self.record_type} has no member id")
+        return self.member_id
 
 
 def decode_key(record_type: int, body: bytes | memoryview) -> ConsumerRecordKey:
@@ -79,7 +87,11 @@ def decode_key(record_type: int, body: bytes | memoryview) -> ConsumerRecordKey:
         k = _cls(RECORD_TYPES[record_type] + "Key").decode(bytes(body), version=0, header=False)
     except Exception as e:
         raise RecordFormatError(f"consumer group record key type {record_type}: {e}") from None
-    return ConsumerRecordKey(record_type, k.group_id, getattr(k, "member_id", None))
+    member_id = getattr(k, "member_id", None)
+    if member_id is None and record_type in MEMBER_KEYED:
+        # the codec reads a -1 length as None; the schema's MemberId is a non-nullable string
+        raise RecordFormatError(f"consumer group record key type {record_type}: null member id")
+    return ConsumerRecordKey(record_type, k.group_id, member_id)
 
 
 def decode_value(record_type: int, data: bytes | memoryview) -> Any:

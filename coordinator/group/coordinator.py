@@ -208,6 +208,7 @@ class GroupCoordinator:
         while offset < end:
             result = plog.read(offset, LOAD_READ_BYTES, end, True)
             data = result.records
+            assert isinstance(data, memoryview)  # not zero_copy: never a FileRegion
             if not data:
                 break
             next_offset = offset

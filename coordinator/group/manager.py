@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -66,7 +66,7 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
 
     @classmethod
-    def from_broker(cls, get: Callable[[str], object]) -> GroupConfig:
+    def from_broker(cls, get: Callable[[str], Any]) -> GroupConfig:
         return cls(
             min_session_timeout_ms=int(get("group.min.session.timeout.ms")),
             max_session_timeout_ms=int(get("group.max.session.timeout.ms")),
@@ -877,8 +877,9 @@ class GroupMetadataManager:
     ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]]]:
         group = self.groups.get(group_id)
         consumer_group = self.consumer.groups.get(group_id) if group is None else None
+        is_subscribed: Callable[[str], bool]
         if consumer_group is not None:
-            subscribed = consumer_group.subscribed_topic_names(self.consumer.resolve_regex)
+            is_subscribed = consumer_group.subscribed_topic_names(self.consumer.resolve_regex).__contains__
         elif group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, []
         else:
@@ -886,10 +887,11 @@ class GroupMetadataManager:
                 group.validate_offset_delete()
             except KafkaError as e:
                 return e.code, []
+            is_subscribed = group.is_subscribed_to_topic
         out: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
         doomed: list[tuple[str, int]] = []
         for topic, partitions in topics:
-            if topic in subscribed if consumer_group is not None else group.is_subscribed_to_topic(topic):
+            if is_subscribed(topic):
                 out.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
                 continue
             out.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
@@ -1051,8 +1053,11 @@ class GroupMetadataManager:
                 continue
             expired, all_expired = self._expired_offsets(group, now)
             delete_group = all_expired and group.is_empty()
+
+            def forget(gid: str = gid) -> None:
+                self._remove_group(gid, drop_offsets=False)
             removed += self._expire(gid, expired, [(rec.group_metadata_key(gid), None)] if delete_group else None,
-                                    lambda gid=gid: self._remove_group(gid, drop_offsets=False))
+                                    forget)
         return removed + self._cleanup_consumer_groups(now)
 
     def _expire(self, gid: str, expired: list[tuple[str, int]], group_tombstones: list[Record] | None,
@@ -1095,8 +1100,11 @@ class GroupMetadataManager:
                         expired.append((topic, p))
             delete_group = group.is_empty() and len(expired) == total and \
                 not self.offsets.group_has_open_transactions(gid)
+
+            def forget(gid: str = gid) -> None:
+                self.consumer.forget(gid)
             removed += self._expire(gid, expired, self.consumer.delete_group_records(group) if delete_group else None,
-                                    lambda gid=gid: self.consumer.forget(gid))
+                                    forget)
         return removed
 
     def _expired_offsets(self, group: ClassicGroup, now: int) -> tuple[list[tuple[str, int]], bool]:
@@ -1140,6 +1148,8 @@ class GroupMetadataManager:
 
     def replay(self, record_offset: int, producer_id: int, key: bytes | None, value: bytes | None) -> None:
         """Apply one record read back from ``__consumer_offsets``; raises RecordFormatError."""
+        if key is None:  # checked here too so that a KIP-848 key below is known to be bytes
+            raise rec.RecordFormatError("record without a key")
         k = rec.decode_key(key)
         if k is None:
             self.consumer.replay(bytes(key), None if value is None else bytes(value))

@@ -96,16 +96,15 @@ def commit_transactional_offsets(
     manager = gc.manager
     group = manager.groups.get(group_id)
     consumer_group = manager.consumer.groups.get(group_id) if group is None else None
-    created = False
+    created: ClassicGroup | None = None  # a simple group, registered once its offsets are written
     if group is None and consumer_group is None:
         if generation_id >= 0:  # GROUP_ID_NOT_FOUND from v6 (TxnOffsetCommitRequest.supportsGroupIdNotFoundError)
             return all_failed(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.ILLEGAL_GENERATION)
-        group = ClassicGroup(group_id, EMPTY, manager.time_ms())
-        created = True
+        group = created = ClassicGroup(group_id, EMPTY, manager.time_ms())
     try:
         if consumer_group is not None:
             manager.consumer.validate_offset_commit(consumer_group, member_id, generation_id, True, api_version)
-        else:
+        elif group is not None:  # always, a missing group having been created above
             group.validate_offset_commit(member_id, group_instance_id, generation_id, is_transactional=True)
         plog = gc.offsets_log(group_id)
     except KafkaError as e:
@@ -120,7 +119,7 @@ def commit_transactional_offsets(
     now = manager.time_ms()
     results: dict[tuple[str, int], ErrorCode] = {}
     staged: list[tuple[str, int, OffsetAndMetadata]] = []
-    records: list[tuple[bytes, bytes]] = []
+    records: list[tuple[bytes | None, bytes | None]] = []  # build_batch's (invariant) list type
     for topic, parts in topics:
         for p in parts:
             if p.metadata is not None and len(p.metadata) > manager.config.offset_metadata_max_bytes:
@@ -144,6 +143,6 @@ def commit_transactional_offsets(
         for i, (topic, partition, value) in enumerate(staged):
             value.record_offset = info.first_offset + i
             manager.offsets.replay(group_id, topic, partition, producer_id, value)
-    if created:
-        manager.groups[group_id] = group
+    if created is not None:
+        manager.groups[group_id] = created
     return results

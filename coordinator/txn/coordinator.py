@@ -272,7 +272,7 @@ class TransactionCoordinator:
         code, found = self.state_manager.get_transaction_state(transactional_id)
         if code == ErrorCode.NONE and found is None:
             code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if code == ErrorCode.NONE:
+        if code == ErrorCode.NONE and found is not None:
             m = found[1]
             if m.producer_id != producer_id:
                 code = ErrorCode.INVALID_PRODUCER_ID_MAPPING

@@ -69,7 +69,7 @@ def encode_key(transactional_id: str) -> bytes:
     return _I16.pack(KEY_RECORD_TYPE) + _I16.pack(len(raw)) + raw
 
 
-def decode_key(data: bytes) -> str:
+def decode_key(data: bytes | None) -> str:
     if data is None or len(data) < 4:
         raise TxnRecordError("transaction log key shorter than 4 bytes")
     (record_type,) = _I16.unpack_from(data, 0)

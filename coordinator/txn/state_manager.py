@@ -242,6 +242,7 @@ class TransactionStateManager:
             while offset < end and not self.shutting_down:
                 result = plog.read(offset, LOAD_READ_BYTES, end, True)
                 data = result.records
+                assert isinstance(data, memoryview)  # not zero_copy: never a FileRegion
                 if not data:
                     break
                 next_offset = offset

@@ -27,10 +27,12 @@ def message_classes(name: str, api_key: int, module: str, response_base: type = 
     kafka-python client in the same process keeps kafka-python's own class."""
     registry = ResponseClassRegistry._response_class_registry
     before = registry.get(api_key)
+
+    def build(kind: str, base: type) -> Any:  # Any: the generated fields are unknown to a type checker
+        return types.new_class(name + kind, (base,), {"load_json": SPECS}, lambda ns: ns.update(__module__=module))
+
     try:
-        return tuple(
-            types.new_class(name + kind, (base,), {"load_json": SPECS}, lambda ns: ns.update(__module__=module))
-            for kind, base in (("Request", ApiMessage), ("Response", response_base)))
+        return build("Request", ApiMessage), build("Response", response_base)
     finally:
         if before is not None:
             registry[api_key] = before

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 import structlog
 from crc32c import crc32c
@@ -119,6 +119,7 @@ class BlockingIO:
         raise NotImplementedError
 
 
+@final  # the readers tell it from a batch with ``type(item) is ReadRequest``
 class ReadRequest(BlockingIO):
     __slots__ = ("fd", "position", "size", "result")
 
@@ -196,7 +197,7 @@ class Cleaner:
 
     def _batches(
         self, seg: LogSegment, position: int
-    ) -> Iterator[ReadRequest | tuple[bytes, int, BatchInfo]]:
+    ) -> Generator[ReadRequest | tuple[bytes, int, BatchInfo], None, None]:
         """(chunk, offset in chunk, header) of every batch from ``position``, CRCs checked. Reads
         are ReadRequests on a descriptor of our own, to be passed on to the driver: consumers
         ``yield`` them and go on with the loop (the request then holds its result)."""

@@ -9,6 +9,13 @@ from typing import Any
 
 # --- configuration ------------------------------------------------------------------------------
 
+# Module-level so ``from_broker_config`` can fall back to them: a slots dataclass has no class-level
+# field defaults to read (``cls.<field>`` is the slot descriptor).
+DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
+DEFAULT_IO_BUFFER_SIZE = 512 * 1024
+DEFAULT_BACKOFF_MS = 15_000
+DEFAULT_MAX_MESSAGE_SIZE = 1048588
+
 
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
@@ -16,12 +23,12 @@ class CleanerConfig:
 
     enable: bool = True
     threads: int = 1  # accepted for compatibility; there is one cooperative cleaner
-    dedupe_buffer_size: int = 128 * 1024 * 1024
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE
     dedupe_buffer_load_factor: float = 0.9
-    io_buffer_size: int = 512 * 1024
+    io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE
     io_max_bytes_per_second: float = math.inf
-    backoff_ms: int = 15_000
-    max_message_size: int = 1048588
+    backoff_ms: int = DEFAULT_BACKOFF_MS
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     slice_ms: float = 5.0  # not Kafka's: how long the cleaner runs before giving the loop back
 
     @classmethod
@@ -33,12 +40,12 @@ class CleanerConfig:
         return cls(
             enable=bool(get("log.cleaner.enable", True)),
             threads=int(get("log.cleaner.threads", 1)),
-            dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size", cls.dedupe_buffer_size)),
+            dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size", DEFAULT_DEDUPE_BUFFER_SIZE)),
             dedupe_buffer_load_factor=float(get("log.cleaner.io.buffer.load.factor", 0.9)),
-            io_buffer_size=int(get("log.cleaner.io.buffer.size", cls.io_buffer_size)),
+            io_buffer_size=int(get("log.cleaner.io.buffer.size", DEFAULT_IO_BUFFER_SIZE)),
             io_max_bytes_per_second=float(get("log.cleaner.io.max.bytes.per.second", math.inf)),
-            backoff_ms=int(get("log.cleaner.backoff.ms", cls.backoff_ms)),
-            max_message_size=int(get("message.max.bytes", cls.max_message_size)),
+            backoff_ms=int(get("log.cleaner.backoff.ms", DEFAULT_BACKOFF_MS)),
+            max_message_size=int(get("message.max.bytes", DEFAULT_MAX_MESSAGE_SIZE)),
         )
 
 

@@ -10,7 +10,7 @@ import math
 import os
 import time
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Set
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -144,7 +144,7 @@ class LogCleaner:
         )
 
     def grab_filthiest(
-        self, now: int | None = None, exclude: set[tuple[str, int]] = frozenset()
+        self, now: int | None = None, exclude: Set[tuple[str, int]] = frozenset()
     ) -> LogToClean | None:
         """LogCleanerManager.grabFilthiestCompactedLog (``exclude``: logs already cleaned in
         this tick, so a log that cannot make progress is not retried in a loop)."""

@@ -84,12 +84,11 @@ def load(
     tid = tid or stored
 
     bases = clean_directory(directory)
-    seg_kwargs = dict(
-        index_interval_bytes=config.index_interval_bytes,
-        max_index_size=config.segment_index_bytes,
-        now_ms=now,
-    )
-    segments = [LogSegment(directory, b, **seg_kwargs) for b in bases]
+    segments = [
+        LogSegment(directory, b, index_interval_bytes=config.index_interval_bytes,
+                   max_index_size=config.segment_index_bytes, now_ms=now)
+        for b in bases
+    ]
     epoch_cache = LeaderEpochCache.load(os.path.join(directory, checkpoints.LEADER_EPOCH_CHECKPOINT))
 
     def on_batch(info: BatchInfo) -> None:
@@ -141,13 +140,17 @@ def load(
                 truncated_bytes=torn,
             )
 
+    def new_segment(base_offset: int) -> LogSegment:
+        return LogSegment.create(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
+                                 max_index_size=config.segment_index_bytes, now_ms=now)
+
     if not segments:
-        segments.append(LogSegment.create(directory, log_start_offset, **seg_kwargs))
+        segments.append(new_segment(log_start_offset))
     leo = segments[-1].next_offset
     if leo < log_start_offset and segments[-1].size == 0 and len(segments) == 1:
         # The checkpointed start offset is past the (empty) log: restart the log there.
         segments[0].delete()
-        segments[0] = LogSegment.create(directory, log_start_offset, **seg_kwargs)
+        segments[0] = new_segment(log_start_offset)
         leo = log_start_offset
     start_offset = max(log_start_offset, segments[0].base_offset)
     start_offset = min(start_offset, leo)

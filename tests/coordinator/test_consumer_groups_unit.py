@@ -23,6 +23,7 @@ from coordinator.group.consumer_manager import (
     session_key,
 )
 from coordinator.group.manager import GroupConfig, GroupMetadataManager
+from coordinator.group.records import RecordFormatError
 from protocol.errors import ErrorCode
 from tests.coordinator.helpers import FakeTimer, FakeWriter
 
@@ -573,6 +574,15 @@ def test_record_round_trip(tv, group_id, member_id):
     # The classic coordinator leaves these keys alone.
     from coordinator.group import records as rec
     assert rec.decode_key(k) is None
+
+
+@pytest.mark.parametrize("t", sorted(crec.MEMBER_KEYED))
+def test_member_keyed_record_with_null_member_id_is_malformed(t):
+    """The codec reads a -1 string length as None; a member-keyed key must not decode to no member."""
+    body = struct.pack(">h", 1) + b"g" + struct.pack(">h", -1)
+    with pytest.raises(RecordFormatError, match="null member id"):
+        crec.decode_key(t, body)
+    assert crec.decode_key(crec.GROUP_METADATA, body[:3]).member_id is None
 
 
 def test_assignment_helpers_round_trip():

@@ -1,0 +1,60 @@
+"""The typed view of a broker that handlers and the broker's parts are given (``ctx.broker``).
+
+``broker.broker.Broker`` builds every service and satisfies this protocol; a handler sees only
+what is listed here, all of it present once the broker has started (no ``None`` coordinator: a
+broker always has both). Several brokers in one process each hand out their own view.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from broker.cluster.controller import Controller
+    from broker.cluster.metadata import MetadataStore
+    from broker.cluster.quotas import ClientQuotas
+    from broker.config.broker_config import BrokerConfig
+    from broker.net.sasl import SaslSession
+    from broker.ops.metrics import BrokerMetrics
+    from broker.replica.fetch_sessions import FetchSessionCache
+    from broker.replica.replica_manager import ReplicaManager
+    from coordinator.group.coordinator import GroupCoordinator
+    from coordinator.producer_ids import ProducerIdManager
+    from coordinator.txn.coordinator import TransactionCoordinator
+    from storage.cleaner.manager import LogCleaner
+    from storage.clock import Clock
+    from storage.log_manager import LogManager
+
+
+class Services(Protocol):
+    # identity and settings
+    config: BrokerConfig
+    clock: Clock
+    node_id: int
+    cluster_id: str
+    bound_ports: dict[str, int]
+    stopping: bool
+    # the cluster: topic metadata and the controller that changes it, client quotas
+    metadata: MetadataStore
+    controller: Controller
+    quotas: ClientQuotas
+    metrics: BrokerMetrics
+    # partitions
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    fetch_sessions: FetchSessionCache
+    log_cleaner: LogCleaner | None  # log.cleaner.enable
+    # coordinators
+    group_coordinator: GroupCoordinator
+    txn_coordinator: TransactionCoordinator
+    producer_ids: ProducerIdManager
+    # connections: the SASL exchange of each connection on a SASL listener
+    sasl_sessions: dict[str, SaslSession]
+
+    def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
+        """The (host, port) clients should use on ``listener``."""
+        ...
+
+    def apply_dynamic_configs(self) -> None:
+        """Layer the stored dynamic broker configs over the static ones and reconfigure."""
+        ...
