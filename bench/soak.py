@@ -35,9 +35,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from protocol.messages import request_class  # noqa: E402
 from protocol.records import build_batch  # noqa: E402
-from tests.broker_process import BrokerProcess, free_port  # noqa: E402
 from tests.differential.wire import WireClient, build  # noqa: E402
-from tests.test_hardening import gzip_bomb, raw_batch  # noqa: E402
+from tests.e2e.test_hardening import gzip_bomb, raw_batch  # noqa: E402
+from tests.support.broker_process import BrokerProcess, free_port  # noqa: E402
 
 CreateTopics, Metadata, Fetch, Produce = request_class(19), request_class(3), request_class(1), request_class(0)
 DescribeGroups, Scram = request_class(15), request_class(51)

@@ -79,7 +79,7 @@ def main() -> None:
     broker = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        from tests.broker_process import BrokerProcess
+        from tests.support.broker_process import BrokerProcess
 
         broker = BrokerProcess(Path(tempfile.mkdtemp(prefix="txn-bench-")) / "data").start()
         bootstrap = broker.bootstrap

@@ -10,7 +10,7 @@ poll, so it gets the same one-pass ``struct`` walk as Produce.
 Layouts (Kafka's FetchRequest.json / FetchResponse.json): v12+ is flexible, v13+ names
 topics by topic id, v15+ moves ReplicaId into the ReplicaState tag, v18 only adds a tagged
 HighWatermark to request partitions (the v18 response is laid out like v17).
-Checked field by field against kafka-python's codec in tests/protocol.
+Checked field by field against kafka-python's codec in tests/unit/protocol.
 """
 
 from __future__ import annotations

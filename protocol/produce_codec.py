@@ -7,7 +7,7 @@ the request body* (no copy), ready to be validated and appended as opaque bytes.
 
 Layouts (Kafka's ProduceRequest.json / ProduceResponse.json): v9+ is flexible (compact
 strings and arrays, tagged-field sections), v13 names topics by a 16-byte topic id.
-Checked field by field against kafka-python's codec in tests/protocol.
+Checked field by field against kafka-python's codec in tests/unit/protocol.
 """
 
 from __future__ import annotations

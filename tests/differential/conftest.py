@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.broker_process import BrokerProcess
 from tests.differential.harness import Pair, Target
+from tests.support.broker_process import BrokerProcess
 
 HAVE_JAVA = shutil.which("java") is not None and shutil.which("mvn") is not None
 

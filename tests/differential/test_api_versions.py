@@ -39,9 +39,9 @@ CLIENT_CRITICAL = [0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22,
 MAX_CAPS: dict[int, int] = {}
 # Versions newer than the reference broker (4.3.1, the newest Kafka with kafka-tools on Maven Central)
 # that Apache Kafka 4.4.0 and its Java client have, implemented from Kafka 4.4.0's specs and bytecode
-# (tests/test_wire_errors.py and tests/test_groups.py check them): ApiVersions v5 (KIP-1242), which
+# (tests/e2e/test_wire_errors.py and tests/e2e/test_groups.py check them): ApiVersions v5 (KIP-1242), which
 # the 4.4 client sends first, DeleteGroups v3 (a per-group ErrorMessage) and TxnOffsetCommit v6 (topic
-# ids, KIP-1319; tests/test_transactions_v2.py).
+# ids, KIP-1319; tests/e2e/test_transactions_v2.py).
 AHEAD_OF_REFERENCE = {18: 5, 28: 6, 42: 3}
 
 

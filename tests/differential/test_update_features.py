@@ -21,8 +21,8 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from protocol.messages import request_class
-from tests.broker_process import BrokerProcess
 from tests.differential.harness import build, to_plain
+from tests.support.broker_process import BrokerProcess
 
 UpdateFeaturesRequest = request_class(57)
 CGH, CGD = request_class(68), request_class(69)

@@ -22,7 +22,7 @@ JAVA_DIR = REPO_ROOT / "tests" / "java"
 SCENARIOS_JAR = JAVA_DIR / "target" / "client-scenarios.jar"
 
 # Must match Scenarios.ALL in tests/java/src/main/java/dev/pykafka/Scenarios.java
-# (tests/test_kafka_reference_smoke.py checks it against `java -jar ... list`).
+# (tests/e2e/test_kafka_reference_smoke.py checks it against `java -jar ... list`).
 SCENARIOS = (
     "admin",
     "produce-consume",

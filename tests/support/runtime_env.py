@@ -1,7 +1,7 @@
 """The broker as users install it: a venv holding only the wheel built from this tree and its
 runtime dependencies (no test extras, no source tree on ``sys.path``).
 
-Every broker the tests start runs from here (``tests.broker_process.BrokerProcess``), so a module
+Every broker the tests start runs from here (``tests.support.broker_process.BrokerProcess``), so a module
 or data file missing from the wheel, or a library only the test venv has (python-snappy, lz4 and
 zstandard once hid that three codecs did not work), fails the tests instead of hiding.
 

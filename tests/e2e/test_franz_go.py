@@ -1,0 +1,136 @@
+"""franz-go's own integration suite (``pkg/kgo``, the version pinned in tests/go/go.mod) against OUR broker.
+
+franz-go is one of the stock clients people point at us, and its kgo tests are what its maintainers run
+against Apache Kafka in their CI: group and transactional ETL (range, cooperative-sticky and static
+members; exactly-once checked record by record), produce/consume, regex subscriptions, pausing, adding
+partitions, large messages and more. ``go test -c`` builds the test binary from the module cache; it
+runs in the package's own directory (some tests read their sources) with the environment its
+helpers_test.go reads: one replica, fewer records, and the upstream CI's unsafe/stable-fetch modes.
+
+Tests that skip for a feature we do not implement are listed in EXPECTED_SKIPS; any other skip, or
+any failure, fails this test. Needs Go (marker ``go``); about 15 s to build and 50 s to run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from tests.support.broker_process import ROOT, BrokerProcess, free_port
+
+GO_MODULE = ROOT / "tests" / "go"
+KGO = "github.com/twmb/franz-go/pkg/kgo"
+
+
+def go_executable() -> str | None:
+    """A Go that can build the module: 1.21+ fetches the toolchain go.mod names (GOTOOLCHAIN=auto)."""
+    found = shutil.which("go")
+    if found is None and os.access("/usr/local/go/bin/go", os.X_OK):
+        found = "/usr/local/go/bin/go"
+    if found is None:
+        return None
+    version = subprocess.run([found, "env", "GOVERSION"], capture_output=True, text=True).stdout
+    m = re.match(r"go1\.(\d+)", version.strip())
+    return found if m and int(m.group(1)) >= 21 else None
+
+
+GO = go_executable()
+
+pytestmark = [
+    pytest.mark.go,
+    pytest.mark.skipif(GO is None, reason="needs Go 1.21+ (go on PATH or /usr/local/go/bin/go)"),
+]
+
+# Skipped by franz-go itself because the broker does not offer the feature (what ApiVersions says).
+EXPECTED_SKIPS = {
+    "TestShareGroup": "share groups (KIP-932) not implemented",
+    "TestShareGroupETL": "share groups",
+    "TestShareGroupAckOnClose": "share groups",
+    "TestShareGroupOffsetsAdmin": "share groups",
+    "TestConsumeRegexShareSkipsInternal": "share groups",
+    # "broker still takes produce v2": Produce is advertised from v0 as Kafka 4 does (KAFKA-18659);
+    # the test skips the same way against Apache Kafka 4.x.
+    "TestIssueProduceBrokerTooOldFailsRecords": "Produce advertised from v0, as Kafka 4.x does",
+}
+# The tests that talk to the broker most; each must run and pass, not skip.
+MUST_PASS = ("TestGroupETL", "TestTxnEtl", "TestGroupSimple", "TestClient_Produce", "TestConsumeRegex",
+             "TestAddRemovePartitions", "TestIssue434", "TestIssue337", "TestDirectPartitionPurge",
+             "TestClient_ProduceLargeMessages", "TestIssueFetchLargerThanBrokerMaxReadBytes",
+             "Test848RegexBrokerResolves", "TestSCRAMAuth", "TestSCRAMAuthBadCredentials")
+SCRAM_USER, SCRAM_PASSWORD = "kgo-scram", "kgo-scram-secret"
+
+RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)", re.MULTILINE)
+
+
+def _go(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GOFLAGS": "-mod=mod -buildvcs=false"}
+    return subprocess.run([GO, *args], cwd=GO_MODULE, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def kgo_tests(tmp_path_factory) -> tuple[Path, Path]:
+    """(test binary, package directory in the module cache)."""
+    binary = tmp_path_factory.mktemp("franz-go") / "kgo.test"
+    built = _go("test", "-c", "-o", str(binary), KGO)
+    assert built.returncode == 0, f"go test -c {KGO} failed:\n{built.stdout}\n{built.stderr}"
+    listed = _go("list", "-f", "{{.Dir}}", KGO)
+    assert listed.returncode == 0, listed.stderr
+    return binary, Path(listed.stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def our_broker(tmp_path_factory):
+    """The broker, with a SASL_PLAINTEXT listener and a SCRAM-SHA-256 user for franz-go's SCRAM tests."""
+    sasl_port = free_port()
+    b = BrokerProcess(tmp_path_factory.mktemp("franz-go-broker") / "data", overrides={
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"})
+    b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # must outlive the future
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), SCRAM_PASSWORD.encode())
+    ])[SCRAM_USER].result(15)
+    b.scram_seeds = f"127.0.0.1:{sasl_port}"
+    yield b
+    code = b.stop()
+    assert code == 0, f"broker exited with {code} on SIGTERM:\n{b.log_tail()}"
+
+
+def test_franz_go_kgo_suite(kgo_tests, our_broker) -> None:
+    binary, package_dir = kgo_tests
+    env = {
+        **os.environ,
+        "KGO_SEEDS": our_broker.bootstrap,
+        "KGO_TEST_RF": "1",  # one broker
+        "KGO_TEST_RECORDS": "20000",  # upstream default 500,000; the ETL tests check every record either way
+        "KGO_TEST_UNSAFE": "1",  # as franz-go's CI: also the EndBeginTxnUnsafe transaction mode
+        "KGO_TEST_STABLE_FETCH": "true",
+        "KGO_TEST_SCRAM_SEEDS": our_broker.scram_seeds,
+        "KGO_TEST_SCRAM": f"{SCRAM_USER}:{SCRAM_PASSWORD}",
+    }
+    run = subprocess.run([str(binary), "-test.count=1", "-test.v", "-test.timeout=12m"], cwd=package_dir,
+                         env=env, capture_output=True, text=True, timeout=900)
+    out = run.stdout + run.stderr
+    results: dict[str, str] = {name: status for status, name in RESULT.findall(out)}
+    failed = sorted(n for n, s in results.items() if s == "FAIL")
+    skipped = {n for n, s in results.items() if s == "SKIP"}
+    passed = {n for n, s in results.items() if s == "PASS"}
+    print(f"\n[franz-go] {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped "
+          f"(exit {run.returncode})")
+    tail = "\n".join(out.splitlines()[-80:])
+    assert not failed, f"franz-go tests failed: {failed}\n{tail}\n{our_broker.log_tail()}"
+    assert run.returncode == 0, f"kgo.test exited {run.returncode}\n{tail}"
+    assert skipped <= set(EXPECTED_SKIPS), f"unexpected skips: {sorted(skipped - set(EXPECTED_SKIPS))}"
+    missing = [n for n in MUST_PASS if n not in passed]
+    assert not missing, f"broker-facing tests that did not run and pass: {missing}"

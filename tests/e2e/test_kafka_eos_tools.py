@@ -1,0 +1,178 @@
+"""Kafka's own exactly-once check, run the way Kafka's system test (tests/kafkatest/tests/core/
+transactions_test.py) does, against Apache Kafka first (proving the test) and then against our broker:
+
+1. VerifiableProducer seeds an input topic (2 partitions) with increasing integers (keyed, so both
+   partitions get some);
+2. one TransactionalMessageCopier per input partition copies it into the same partition of an output
+   topic (the copier keeps the partition number, so the output has as many partitions) inside
+   transactions of 100 messages, committing the consumed offsets in the same transaction
+   (sendOffsetsToTransaction with the consumer's group metadata), with --enable-random-aborts: about a
+   third of the transactions are aborted and the copier rewinds to the last committed offsets;
+3. a read_committed consumer (kafka-python) reads the output.
+
+Each output partition must hold exactly its input partition, in order: no duplicates, nothing
+missing. A read_uncommitted read must show more records than the input (the
+aborted copies are in the log), which proves the aborts happened.
+
+Needs java 17+ and mvn (marker `java`). Ours is marked xfail (not strict) only while it does not
+advertise an API the tools need.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+import uuid
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from tests.support.broker_process import BrokerProcess
+
+pytestmark = [
+    pytest.mark.java,
+    pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
+                       reason="needs java and mvn on PATH"),
+]
+
+TOOLS = "org.apache.kafka.tools."
+MESSAGES = 3000
+INPUT_PARTITIONS = 2
+# What the Java tools send: idempotent producer, classic consumer with committed offsets, transactions
+# (V1 set; V2 clients need a subset).
+NEEDED_APIS = {0, 1, 2, 3, 8, 9, 10, 19, 22, 24, 25, 26, 28}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    from tests.support.kafka_reference import KafkaReference
+
+    ref = KafkaReference()
+    try:
+        ref.start(tmp_path_factory.mktemp("eos-kafka"))
+    except Exception:
+        ref.stop()
+        raise
+    yield ref
+    ref.stop()
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("eos-ours") / "data").start()
+    yield b
+    code = b.stop()
+    assert code == 0, f"broker exited with {code} on SIGTERM:\n{b.log_tail()}"
+
+
+def _json_lines(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return out
+
+
+def _read_all(bootstrap: str, topic: str, partition: int, isolation: str, timeout: float = 60.0) -> list[bytes]:
+    """Every value of one partition up to its end offset for ``isolation`` (read_committed: the LSO)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
+                             auto_offset_reset="earliest", consumer_timeout_ms=1000, fetch_max_wait_ms=100)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        values: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while consumer.position(tp) < end:
+            assert time.monotonic() < deadline, f"read of {tp} stalled at {consumer.position(tp)} of {end}"
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+        return values
+    finally:
+        consumer.close()
+
+
+def _run_eos_check(ref, bootstrap: str, label: str) -> dict:
+    run = uuid.uuid4().hex[:8]
+    inp, out = f"eos-in-{run}", f"eos-out-{run}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(inp, INPUT_PARTITIONS, 1), NewTopic(out, INPUT_PARTITIONS, 1)])
+    finally:
+        admin.close()
+    t0 = time.monotonic()
+
+    r = ref.run_tool(TOOLS + "VerifiableProducer", [
+        "--bootstrap-server", bootstrap, "--topic", inp, "--max-messages", MESSAGES, "--acks", "-1",
+        "--repeating-keys", 100], timeout=120)  # keys spread the messages over both partitions
+    assert r.returncode == 0, f"VerifiableProducer against {label}: {r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    acked = [e for e in _json_lines(r.stdout) if e.get("name") == "producer_send_success"]
+    assert len(acked) == MESSAGES, f"VerifiableProducer acked {len(acked)} of {MESSAGES}"
+    by_partition: dict[int, list[bytes]] = {}
+    for e in sorted(acked, key=lambda e: (e["partition"], e["offset"])):
+        by_partition.setdefault(e["partition"], []).append(e["value"].encode())
+    seeded = time.monotonic()
+
+    results: dict[int, object] = {}
+
+    def copy(partition: int) -> None:
+        results[partition] = ref.run_tool(TOOLS + "TransactionalMessageCopier", [
+            "--broker-list", bootstrap, "--input-topic", inp, "--input-partition", partition,
+            "--output-topic", out, "--transactional-id", f"eos-copier-{run}-{partition}",
+            "--consumer-group", f"eos-copier-{run}", "--transaction-size", 100, "--transaction-timeout", 30000,
+            "--max-messages", -1, "--enable-random-aborts", "--use-group-metadata"], timeout=240)
+
+    threads = [threading.Thread(target=copy, args=(p,)) for p in range(INPUT_PARTITIONS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    copied = time.monotonic()
+    for p, res in results.items():
+        assert res.returncode == 0, f"copier {p} against {label}: {res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        events = _json_lines(res.stdout)
+        assert events and events[-1].get("stage") == "ShutdownComplete", events[-3:]
+        assert events[-1]["remaining"] == 0 and events[-1]["totalProcessed"] == len(by_partition.get(p, [])), \
+            events[-1]
+
+    committed = {p: _read_all(bootstrap, out, p, "read_committed") for p in range(INPUT_PARTITIONS)}
+    uncommitted = {p: _read_all(bootstrap, out, p, "read_uncommitted") for p in range(INPUT_PARTITIONS)}
+    read = time.monotonic()
+
+    for p in range(INPUT_PARTITIONS):
+        got, want = committed[p], by_partition.get(p, [])
+        assert len(got) == len(set(got)), \
+            f"{label}: {len(got) - len(set(got))} duplicates in read_committed output partition {p}"
+        assert got == want, f"{label}: output partition {p} differs from the input: {len(got)} vs {len(want)} " \
+                            f"records, missing {sorted(set(want) - set(got))[:10]}, " \
+                            f"unexpected {sorted(set(got) - set(want))[:10]}"
+    n_committed = sum(map(len, committed.values()))
+    n_uncommitted = sum(map(len, uncommitted.values()))
+    assert n_uncommitted > n_committed, \
+        f"{label}: no aborted records in the log ({n_uncommitted} read_uncommitted), were aborts enabled?"
+    timings = {"seed_s": seeded - t0, "copy_s": copied - seeded, "read_s": read - copied,
+               "aborted_records": n_uncommitted - n_committed}
+    print(f"\n[eos] {label}: {MESSAGES} messages copied exactly once; " +
+          ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in timings.items()))
+    return timings
+
+
+def test_eos_copier_against_apache_kafka(reference):
+    _run_eos_check(reference, reference.bootstrap, "Apache Kafka")
+
+
+def test_eos_copier_against_our_broker(reference, ours, request):
+    from tests.support.kafka_reference import probe_kafka_api
+
+    host, _, port = ours.bootstrap.rpartition(":")
+    missing = sorted(NEEDED_APIS - set(probe_kafka_api(host, int(port))["api_keys"]))
+    if missing:
+        request.applymarker(pytest.mark.xfail(strict=False, reason=f"API keys {missing} not implemented yet"))
+    _run_eos_check(reference, ours.bootstrap, "our broker")
