@@ -21,13 +21,13 @@ import structlog
 from broker.cluster.controller import Controller
 from broker.cluster.metadata import MetadataStore
 from broker.cluster.quotas import ClientQuotas
-from broker.config.broker_config import BrokerConfig
-from broker.config.dynamic_config import check_stored, elr_safety
-from broker.config.features import ELR_VERSION, ensure_formatted, level
+from broker.config.broker_config import BrokerConfig, listener_mechanisms
+from broker.config.dynamic_config import check_stored
+from broker.config.features import ELR_VERSION, elr_safety, ensure_formatted, level
 from broker.coordinator_ports import BrokerCoordinatorEnv, BrokerPartitionWriter
 from broker.handlers.registry import load_all
 from broker.net.connection_quotas import ConnectionQuotas
-from broker.net.sasl import SaslSession, ScramCredential, listener_mechanisms, plain_users
+from broker.net.sasl import SaslSession, ScramCredential, plain_users
 from broker.net.server import Connection, start_listeners
 from broker.ops.metrics import BrokerMetrics
 from broker.ops.metrics_http import start_metrics

@@ -16,6 +16,8 @@ from typing import Any
 
 import structlog
 
+from broker.config.kafka_defaults import DYNAMIC
+
 log = structlog.get_logger(__name__)
 
 LONG_MAX = 9223372036854775807
@@ -240,8 +242,6 @@ class BrokerConfig:
         """Replace both dynamic layers (validated by broker.config.dynamic_config). Only names Kafka can change
         dynamically take effect; names only this broker has (transaction.version, metrics.port) are
         unknown to Kafka, which keeps and ignores them, and so do we."""
-        from broker.config.dynamic_config import DYNAMIC
-
         def effective(layer: Mapping[str, str]) -> dict[str, str]:
             return {n: v for n, v in layer.items() if n in DYNAMIC or n not in BROKER_CONFIGS}
 
@@ -428,8 +428,6 @@ class BrokerConfig:
                 raise ValueError(f"Listener {name} uses security protocol {protocol}; this broker serves "
                                  f"PLAINTEXT and SASL_PLAINTEXT only")
             if protocol == "SASL_PLAINTEXT":
-                from broker.net.sasl import check_listener
-
                 check_listener(self, name)
         extra = {n for n, _h, _p in self.advertised_listeners()} - names
         if extra:
@@ -459,3 +457,25 @@ def parse_listeners(value: str) -> list[tuple[str, str, int]]:
             host = host[1:-1]
         out.append((name.upper(), host, int(port)))
     return out
+
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what broker.net.sasl serves
+
+
+def listener_mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
+    """``listener.name.<listener>.sasl.enabled.mechanisms``, else ``sasl.enabled.mechanisms``."""
+    value = config.get(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms") or \
+        config.get("sasl.enabled.mechanisms") or ""
+    names = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(n.strip().upper() for n in names if n.strip())
+
+
+def check_listener(config: BrokerConfig, listener: str) -> None:
+    """Start-up check of a SASL listener's mechanisms; raises ValueError."""
+    mechanisms = listener_mechanisms(config, listener)
+    if not mechanisms:
+        raise ValueError(f"Listener {listener} uses SASL but sasl.enabled.mechanisms is empty")
+    unsupported = [m for m in mechanisms if m not in SASL_MECHANISMS]
+    if unsupported:
+        raise ValueError(f"SASL mechanisms {unsupported} of listener {listener} are not supported; this broker "
+                         f"supports {', '.join(SASL_MECHANISMS)} (set sasl.enabled.mechanisms)")

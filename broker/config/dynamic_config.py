@@ -14,16 +14,19 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from broker.config.kafka_defaults import KAFKA_BROKER_CONFIGS
+from broker.config.broker_config import BrokerConfig
+from broker.config.features import ELR_VERSION, MIN_ISR, level
+from broker.config.kafka_defaults import DYNAMIC, KAFKA_BROKER_CONFIGS
 from protocol.errors import ErrorCode, KafkaError
+from storage.cleaner.cleaner import Cleaner
+from storage.cleaner.config import CleanerConfig
 from storage.errors import InvalidConfig
-from storage.log_config import TOPIC_CONFIGS, parse_config
+from storage.log_config import TOPIC_CONFIGS, parse_config, validate_topic_configs
 
 if TYPE_CHECKING:
     from broker.config.broker_config import BrokerConfig
     from broker.services import Services
 
-MIN_ISR = "min.insync.replicas"
 # SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.<config>).
 SSL_RECONFIGURABLE = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -31,7 +34,6 @@ SSL_RECONFIGURABLE = frozenset({
     "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
 })
 CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
-DYNAMIC = frozenset(name for name, (_type, dynamic) in KAFKA_BROKER_CONFIGS.items() if dynamic)
 # (DynamicSecurityConfigs ++ DynamicListenerConfig.ReconfigurableConfigs) -- ClusterLevelListenerConfigs
 PER_BROKER = SSL_RECONFIGURABLE | frozenset(
     n for n in DYNAMIC
@@ -157,8 +159,6 @@ def alter(broker: Services, resource_name: str, configs: Mapping[str, str], vali
     names are all of ``configs``."""
     per_broker = resource_is_this_broker(resource_name, broker.node_id)
     validate(configs, per_broker)
-    from broker.config.features import ELR_VERSION, level
-
     if level(broker, ELR_VERSION) >= 1:
         _check_elr_min_isr(per_broker, configs, set(configs) if touched is None else set(touched))
     _check_together(broker, resource_name, configs)
@@ -175,21 +175,6 @@ def _check_elr_min_isr(per_broker: bool, configs: Mapping[str, str], touched: se
         raise KafkaError(ErrorCode.INVALID_CONFIG, "Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
     if not per_broker and MIN_ISR not in configs:
         raise KafkaError(ErrorCode.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
-
-
-def elr_safety(broker: Services) -> None:
-    """Kafka's maybeGenerateElrSafetyRecords, at start-up: the cluster level gets the statically
-    configured min.insync.replicas if it has none, and no broker level keeps one of its own."""
-    from broker.config.broker_config import BrokerConfig
-
-    stored = broker.metadata.broker_configs
-    cluster = stored.get("", {})
-    if MIN_ISR not in cluster:
-        static = BrokerConfig(broker.config.originals, sources=broker.config.sources).get(MIN_ISR)
-        broker.metadata.set_broker_configs("", {**cluster, MIN_ISR: str(static)})
-    for name, configs in list(stored.items()):
-        if name and MIN_ISR in configs:
-            broker.metadata.set_broker_configs(name, {k: v for k, v in configs.items() if k != MIN_ISR})
 
 
 def _check_together(broker: Services, resource_name: str, configs: Mapping[str, str]) -> None:
@@ -212,11 +197,6 @@ def check_stored(broker: Services) -> None:
 
 def _trial(config: BrokerConfig, stored: Mapping[str, Mapping[str, str]], node_id: int,
            running: BrokerConfig | None) -> None:
-    from broker.config.broker_config import BrokerConfig
-    from storage.cleaner.cleaner import Cleaner
-    from storage.cleaner.config import CleanerConfig
-    from storage.log_config import validate_topic_configs
-
     trial = BrokerConfig(config.originals, sources=config.sources)
     try:
         trial.set_dynamic(stored.get("", {}), stored.get(str(node_id), {}))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.config.broker_config import BrokerConfig
 from coordinator.group.java_hash import java_string_hash
 from coordinator.txn.state_manager import MAX_TRANSACTION_VERSION, transaction_version_level
 from protocol.errors import ErrorCode, KafkaError
@@ -38,6 +39,7 @@ METADATA_VERSION = "metadata.version"
 GROUP_VERSION = "group.version"
 TRANSACTION_VERSION = "transaction.version"
 ELR_VERSION = "eligible.leader.replicas.version"
+MIN_ISR = "min.insync.replicas"  # what enabling ELR moves to the cluster level (elr_safety)
 
 METADATA_VERSION_MIN, METADATA_VERSION_LEVEL = 7, 30
 # name -> (min, max) this broker supports, in the order ApiVersions lists them.
@@ -159,7 +161,18 @@ def apply(broker: Services, levels: dict[str, int]) -> None:
     store.set_features(levels, store.features_epoch + 1)
     if elr_before < 1 <= levels.get(ELR_VERSION, 0):
         # QuorumController: enabling ELR writes the min.insync.replicas safety configs
-        from broker.config.dynamic_config import elr_safety
-
         elr_safety(broker)
         broker.apply_dynamic_configs()
+
+
+def elr_safety(broker: Services) -> None:
+    """Kafka's maybeGenerateElrSafetyRecords, at start-up: the cluster level gets the statically
+    configured min.insync.replicas if it has none, and no broker level keeps one of its own."""
+    stored = broker.metadata.broker_configs
+    cluster = stored.get("", {})
+    if MIN_ISR not in cluster:
+        static = BrokerConfig(broker.config.originals, sources=broker.config.sources).get(MIN_ISR)
+        broker.metadata.set_broker_configs("", {**cluster, MIN_ISR: str(static)})
+    for name, configs in list(stored.items()):
+        if name and MIN_ISR in configs:
+            broker.metadata.set_broker_configs(name, {k: v for k, v in configs.items() if k != MIN_ISR})

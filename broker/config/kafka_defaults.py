@@ -351,3 +351,6 @@ KAFKA_BROKER_CONFIGS: dict[str, tuple[str, bool]] = {
     "transactional.id.expiration.ms": ("int", False),
     "unclean.leader.election.enable": ("boolean", True),
 }
+
+# The names Kafka can change without a restart (DynamicBrokerConfig.AllDynamicConfigs)
+DYNAMIC = frozenset(name for name, (_type, dynamic) in KAFKA_BROKER_CONFIGS.items() if dynamic)

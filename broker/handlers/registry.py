@@ -6,10 +6,13 @@ ApiVersions is built from this table, so the broker advertises exactly what is i
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
+import broker.handlers as pkg
 from broker.net.context import NoResponse, RawResponse, RequestContext
 from protocol.messages import API_MODULES, NEWER_ONLY, ApiMessage, request_class, response_class
 
@@ -85,11 +88,6 @@ def api(
 
 def load_all() -> dict[int, ApiSpec]:
     """Import every handler module so their registrations run."""
-    import importlib
-    import pkgutil
-
-    import broker.handlers as pkg
-
     for mod in pkgutil.iter_modules(pkg.__path__):
         if mod.name != "registry":
             importlib.import_module(f"broker.handlers.{mod.name}")

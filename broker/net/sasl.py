@@ -24,14 +24,9 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 from broker.cluster.scram_credentials import MECHANISMS, ScramCredential
 
-if TYPE_CHECKING:
-    from broker.config.broker_config import BrokerConfig
-
-SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM = {name: (mech_type, algo) for mech_type, (name, algo) in MECHANISMS.items()}
 _JAAS_USER = re.compile(r'user_([^=\s]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -199,22 +194,3 @@ class SaslSession:
             self.principal = f"User:{self.server.user}"
             self.raw_tokens = False
         return out
-
-
-def listener_mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
-    """``listener.name.<listener>.sasl.enabled.mechanisms``, else ``sasl.enabled.mechanisms``."""
-    value = config.get(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms") or \
-        config.get("sasl.enabled.mechanisms") or ""
-    names = value.split(",") if isinstance(value, str) else list(value)
-    return tuple(n.strip().upper() for n in names if n.strip())
-
-
-def check_listener(config: BrokerConfig, listener: str) -> None:
-    """Start-up check of a SASL listener's mechanisms; raises ValueError."""
-    mechanisms = listener_mechanisms(config, listener)
-    if not mechanisms:
-        raise ValueError(f"Listener {listener} uses SASL but sasl.enabled.mechanisms is empty")
-    unsupported = [m for m in mechanisms if m not in SUPPORTED]
-    if unsupported:
-        raise ValueError(f"SASL mechanisms {unsupported} of listener {listener} are not supported; this broker "
-                         f"supports {', '.join(SUPPORTED)} (set sasl.enabled.mechanisms)")

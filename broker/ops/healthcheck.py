@@ -16,11 +16,16 @@ Imports nothing heavy, so it runs in well under a second.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import struct
 import sys
 import time
+
+import structlog
+
+from broker.config.broker_config import BrokerConfig
 
 API_VERSIONS = 18
 API_VERSIONS_VERSION = 3
@@ -129,12 +134,6 @@ def probe(host: str, port: int, timeout: float = 5.0) -> str | None:
 
 def configured_address(config_file: str | None = None) -> tuple[str, int]:
     """The first non-CONTROLLER listener of the broker's configuration, as (host, port)."""
-    import logging
-
-    import structlog
-
-    from broker.config.broker_config import BrokerConfig
-
     # Unknown-property warnings are the broker's to report, not the probe's.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     path = config_file or os.environ.get("BROKER_CONFIG_FILE")
