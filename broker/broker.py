@@ -144,10 +144,12 @@ class Broker:
         await self._start_coordinators()
         self._servers = await start_listeners(self)
         await start_metrics(self)  # collectors; /metrics when metrics.port > 0
-        self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick)
+        first_ms = self.config.get("log.initial.task.delay.ms")  # LogManager's initialTaskDelayMs
+        self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick, first_ms)
         self._schedule(min(self.config.log_flush_interval_ms, 1000), self._flush_tick)
         self._schedule(lambda: min(self.config.get("connections.max.idle.ms") // 2, 1000), self._expire_idle_connections)
-        self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint,
+                       first_ms)
         if self.config.get("log.cleaner.enable"):  # log compaction, in slices on this loop
             cleaner = self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, self.config)
             self._schedule(lambda: cleaner.config.backoff_ms, cleaner.run)
@@ -232,13 +234,17 @@ class Broker:
                     },
                 )
 
-    def _schedule(self, interval_ms: int | Callable[[], int], fn: Callable[..., object]) -> None:
-        """Run ``fn`` every ``interval_ms`` (read again each time when it is a callable: a dynamic config)."""
+    def _schedule(self, interval_ms: int | Callable[[], int], fn: Callable[..., object],
+                  first_ms: int | None = None) -> None:
+        """Run ``fn`` every ``interval_ms`` (read again each time when it is a callable: a dynamic config),
+        the first time after ``first_ms`` when given (Kafka's scheduler: initial delay, then period)."""
 
         async def loop() -> None:
+            delay_ms = first_ms
             while True:
                 ms = interval_ms() if callable(interval_ms) else interval_ms
-                await self.clock.sleep(max(ms, 10) / 1000)
+                await self.clock.sleep(max(ms if delay_ms is None else delay_ms, 10) / 1000)
+                delay_ms = None
                 try:
                     result = fn()
                     if asyncio.iscoroutine(result):

@@ -30,6 +30,7 @@ class BrokerConfigDef:
     default: Any
     read_only: bool = True
     sensitive: bool = False
+    internal: bool = False  # Kafka's defineInternal: settable, never listed by DescribeConfigs
 
 
 def _defs(*rows: tuple) -> dict[str, BrokerConfigDef]:
@@ -161,6 +162,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("metrics.host", "string", "0.0.0.0"),
     ("log.level", "string", "INFO"),
 )
+# LogManager's first run of retention, checkpoints and flushes (Kafka: "for testing only").
+BROKER_CONFIGS["log.initial.task.delay.ms"] = BrokerConfigDef(
+    "log.initial.task.delay.ms", "long", 30000, internal=True)
 
 # Environment variables that Kafka's images use for the JVM, not as broker properties.
 _ENV_NOT_PROPERTIES = {
@@ -436,8 +440,9 @@ class BrokerConfig:
     def items(self) -> Iterable[tuple[str, Any, str]]:
         """(name, value, source) for every known property, and every other dynamically set one,
         as DescribeConfigs lists them."""
-        for name in BROKER_CONFIGS:
-            yield name, self.get(name), self.source_of(name)
+        for name, d in BROKER_CONFIGS.items():
+            if not d.internal:
+                yield name, self.get(name), self.source_of(name)
         for name in sorted((self.dynamic_broker.keys() | self.dynamic_default.keys()) - BROKER_CONFIGS.keys()):
             yield name, self.get(name), self.source_of(name)
 

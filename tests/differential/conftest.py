@@ -30,6 +30,7 @@ SHARED_SETTINGS = {
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
     "log.retention.check.interval.ms": "3600000",
+    "log.initial.task.delay.ms": "3600000",
 }
 
 

@@ -285,8 +285,9 @@ class KafkaReference:
             "auto.create.topics.enable": "true",
             "delete.topic.enable": "true",
             # Tests write records with fixed timestamps years old: a retention pass during a session
-            # would delete them (Kafka checks every 5 minutes by default).
+            # would delete them (Kafka checks 30 s after start-up, then every 5 minutes by default).
             "log.retention.check.interval.ms": 3600000,
+            "log.initial.task.delay.ms": 3600000,
         }
         props.update(self.extra_props)
         return props
