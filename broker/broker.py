@@ -18,6 +18,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.cluster.brokers import BrokerRegistry
 from broker.cluster.controller import Controller
 from broker.cluster.metadata import MetadataStore
 from broker.cluster.quotas import ClientQuotas
@@ -83,7 +84,8 @@ class Broker:
         self.inflight: set[asyncio.Task] = set()
         self.bound_ports: dict[str, int] = {}
         self.started_at = time.perf_counter()  # for the start-up time in the log
-        self.metadata = MetadataStore(config.log_dirs[0])
+        self.metadata = MetadataStore(config.log_dirs[0], local_node=config.node_id)
+        self.brokers = BrokerRegistry()  # a cluster of one; registered once listening
         self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None
         self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
         self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
@@ -143,6 +145,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.config.log_dirs[0], broker_id=self.node_id)
         await self._start_coordinators()
         self._servers = await start_listeners(self)
+        self.brokers.register(self)
         await start_metrics(self)  # collectors; /metrics when metrics.port > 0
         first_ms = self.config.get("log.initial.task.delay.ms")  # LogManager's initialTaskDelayMs
         self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick, first_ms)
@@ -278,6 +281,7 @@ class Broker:
             task.cancel()
         for conn in list(self.connections):
             conn.transport.close()
+        self.brokers.fence(self.node_id)
         for task in self._periodic:
             task.cancel()
         for hook in self.shutdown_hooks:
@@ -304,6 +308,10 @@ class Broker:
             return self.metadata.scram.get(user, {}).get(mechanism)
 
         return SaslSession(listener_mechanisms(self.config, listener), users, credential)
+
+    @property
+    def rack(self) -> str | None:
+        return self.config.get("broker.rack")
 
     def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
         """The (host, port) clients should use on ``listener``; a wildcard host becomes the

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from broker.config.features import level
-from broker.replica.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
 from storage.clock import Clock
@@ -71,12 +70,13 @@ class BrokerPartitionWriter:
         plog = rm.partition_log(topic, partition)
         batches = rec.validate_batches(batch)
         now = self._broker.clock.now_ms()
+        epoch = rm.leader_epoch(topic, partition)
         if batches[0].is_transactional:
-            info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, origin=AppendOrigin.COORDINATOR,
+            info = plog.append(batch, batches, leader_epoch=epoch, now_ms=now, origin=AppendOrigin.COORDINATOR,
                                verify_transactions=verification_guard is not None,
                                verification_guard=verification_guard)
         else:
-            info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=False)
+            info = plog.append(batch, batches, leader_epoch=epoch, now_ms=now, log_append_time=False)
         rm.wake(topic, partition)
         return info
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from broker.cluster.brokers import BrokerRegistry
     from broker.cluster.controller import Controller
     from broker.cluster.metadata import MetadataStore
     from broker.cluster.quotas import ClientQuotas
@@ -37,6 +38,7 @@ class Services(Protocol):
     # the cluster: topic metadata and the controller that changes it, client quotas
     metadata: MetadataStore
     controller: Controller
+    brokers: BrokerRegistry  # every broker of the cluster, and which are up
     quotas: ClientQuotas
     metrics: BrokerMetrics
     # partitions

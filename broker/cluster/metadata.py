@@ -1,4 +1,5 @@
-"""Cluster metadata of this single-node cluster: topics, their ids, partition counts, configs.
+"""Cluster metadata: topics, their ids, configs and partitions (each a ``PartitionRegistration``:
+replicas, ISR, leader and epochs), dynamic configs, quotas, credentials and features.
 
 Kafka keeps this in the KRaft ``__cluster_metadata`` log: records appended, with a snapshot now
 and then. So does this store, in ``<first log dir>/__cluster_metadata/``: ``topics.json`` is the
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from broker.cluster.partition_change import PartitionRegistration
 from broker.cluster.scram_credentials import Credentials, ScramCredential
 from protocol.errors import ErrorCode, KafkaError
 
@@ -42,6 +44,8 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
+    # one per partition, index = partition id (kept as long as ``partitions`` by the store)
+    registrations: list[PartitionRegistration] = field(default_factory=list)
 
     @property
     def internal(self) -> bool:
@@ -79,7 +83,10 @@ def new_topic_id() -> uuid.UUID:
 
 
 class MetadataStore:
-    def __init__(self, directory: str | os.PathLike) -> None:
+    def __init__(self, directory: str | os.PathLike, local_node: int = 1) -> None:
+        # the replica of partitions stored before registrations were (a single node's metadata)
+        self.local_node = local_node
+        self._local: PartitionRegistration | None = None
         self.dir = Path(directory) / "__cluster_metadata"
         self.path = self.dir / "topics.json"
         self.journal_path = self.dir / "journal.jsonl"
@@ -123,8 +130,7 @@ class MetadataStore:
 
     def _apply_snapshot(self, data: dict[str, Any]) -> None:
         for t in data.get("topics", []):
-            self._put_topic(TopicInfo(t["name"], uuid.UUID(t["id"]), int(t["partitions"]),
-                                      dict(t.get("configs", {}))))
+            self._put_topic(self._topic_from_json(t["name"], t))
         self.broker_configs = {name: dict(configs) for name, configs in data.get("broker_configs", {}).items()}
         self.group_configs = {name: dict(configs) for name, configs in data.get("group_configs", {}).items()}
         self.client_quotas = _quotas_from_json(data.get("client_quotas", []))
@@ -142,8 +148,12 @@ class MetadataStore:
             if old is not None:
                 self._drop_topic(old)
             if value is not None:
-                self._put_topic(TopicInfo(key, uuid.UUID(value["id"]), int(value["partitions"]),
-                                          dict(value.get("configs", {}))))
+                self._put_topic(self._topic_from_json(key, value))
+        elif kind == "partition":
+            info = self.topics.get(key[0])
+            if info is not None and 0 <= key[1] < info.partitions:
+                info.registrations[key[1]] = PartitionRegistration.from_json(value)
+                self.generation += 1
         elif kind in ("broker_configs", "group_configs"):
             section = getattr(self, kind)
             if value:
@@ -164,10 +174,7 @@ class MetadataStore:
     def _snapshot(self) -> dict[str, Any]:
         return {
             "version": 1,
-            "topics": [
-                {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
-                for t in self.topics.values()
-            ],
+            "topics": [{"name": t.name, **self._topic_to_json(t)} for t in self.topics.values()],
             "broker_configs": self.broker_configs,
             "group_configs": self.group_configs,
             "client_quotas": _quotas_to_json(self.client_quotas),
@@ -248,8 +255,44 @@ class MetadataStore:
                     break
 
     def _record_topic(self, info: TopicInfo | None, name: str) -> None:
-        self._record("topic", name, None if info is None else
-                     {"id": str(info.topic_id), "partitions": info.partitions, "configs": info.configs})
+        self._record("topic", name, None if info is None else self._topic_to_json(info))
+
+    def _topic_to_json(self, info: TopicInfo) -> dict[str, Any]:
+        """Registrations other than this node's alone at epoch 0 (all of a single node's), by partition."""
+        local = self._local_registration()
+        value: dict[str, Any] = {"id": str(info.topic_id), "partitions": info.partitions, "configs": info.configs}
+        placed = {str(p): r.to_json() for p, r in enumerate(info.registrations) if r != local}
+        if placed:
+            value["registrations"] = placed
+        return value
+
+    def _topic_from_json(self, name: str, value: dict[str, Any]) -> TopicInfo:
+        count = int(value["partitions"])
+        regs = [self._local_registration() for _ in range(count)]
+        for p, r in value.get("registrations", {}).items():
+            if 0 <= int(p) < count:
+                regs[int(p)] = PartitionRegistration.from_json(r)
+        return TopicInfo(name, uuid.UUID(value["id"]), count, dict(value.get("configs", {})), regs)
+
+    def _local_registration(self) -> PartitionRegistration:
+        """One shared (frozen) registration for every partition of a single node."""
+        if self._local is None or self._local.leader != self.local_node:
+            node = (self.local_node,)
+            self._local = PartitionRegistration(replicas=node, isr=node, leader=self.local_node)
+        return self._local
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        """The registration of a partition, None when the cluster has no such partition."""
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return None
+        return info.registrations[partition]
+
+    def set_partition(self, topic: str, partition: int, registration: PartitionRegistration) -> None:
+        """A partition change (Kafka's PartitionChangeRecord), durable before it is acted on."""
+        self.topics[topic].registrations[partition] = registration
+        self.generation += 1
+        self._record("partition", [topic, partition], registration.to_json())
 
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
@@ -303,8 +346,12 @@ class MetadataStore:
         existing = self._collision_keys.get(name.replace(".", "_"))
         return existing if existing is not None and existing != name else None
 
-    def add(self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None) -> TopicInfo:
-        info = TopicInfo(name, topic_id or new_topic_id(), partitions, dict(configs))
+    def add(self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None,
+            registrations: list[PartitionRegistration] | None = None) -> TopicInfo:
+        """A new topic; its partitions on this node alone unless ``registrations`` place them."""
+        regs = list(registrations) if registrations is not None else [
+            self._local_registration() for _ in range(partitions)]
+        info = TopicInfo(name, topic_id or new_topic_id(), partitions, dict(configs), regs)
         self._put_topic(info)
         self._record_topic(info, name)
         return info
@@ -316,9 +363,15 @@ class MetadataStore:
             self._record_topic(None, name)
         return info
 
-    def set_partitions(self, name: str, count: int) -> None:
+    def set_partitions(self, name: str, count: int,
+                       registrations: list[PartitionRegistration] | None = None) -> None:
+        """More partitions (``registrations`` for the new ones; this node alone if None)."""
         self.generation += 1
-        self.topics[name].partitions = count
+        info = self.topics[name]
+        new = count - info.partitions
+        info.registrations.extend(registrations if registrations is not None else
+                                  [self._local_registration() for _ in range(new)])
+        info.partitions = count
         self._record_topic(self.topics[name], name)
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:

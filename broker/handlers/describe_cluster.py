@@ -1,4 +1,6 @@
-"""DescribeCluster (key 60), v0-2: this node is the whole cluster and its controller."""
+"""DescribeCluster (key 60), v0-2: the live brokers (v2 with IncludeFencedBrokers: the stopped
+ones too, flagged fenced, KIP-1073) and a random live broker as the controller, as KRaft brokers
+answer (they forward controller requests)."""
 
 from __future__ import annotations
 
@@ -22,11 +24,18 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
                         error_message="The request was sent to an endpoint of type BROKER, but we wanted an "
                                       "endpoint of type CONTROLLER", endpoint_type=endpoint_type,
                         cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
-    host, port = broker.advertised_endpoint(ctx.listener, ctx.local_host)
+    include_fenced = bool(getattr(req, "include_fenced_brokers", False))
+    nodes = []
+    for node_id in broker.brokers.all_ids():
+        node = broker.brokers.node(node_id)
+        alive = broker.brokers.alive(node_id)
+        if node is None or not (alive or include_fenced):
+            continue
+        host, port = node.advertised_endpoint(ctx.listener, ctx.local_host)
+        nodes.append(Node(broker_id=node_id, host=host, port=port, rack=node.rack, is_fenced=not alive))
     return Response(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKERS,
-        cluster_id=broker.cluster_id, controller_id=broker.node_id,
-        brokers=[Node(broker_id=broker.node_id, host=host, port=port, rack=broker.config.get("broker.rack"),
-                      is_fenced=False)],
+        cluster_id=broker.cluster_id, controller_id=broker.brokers.random_alive_id(broker.node_id),
+        brokers=nodes,
         authorized_operations=set(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations else None,
     )

@@ -14,7 +14,9 @@ empty name fails it with UNKNOWN_SERVER_ERROR, as Kafka 4.3.1 answers both.
 
 from __future__ import annotations
 
+from broker.cluster.brokers import BrokerRegistry, offline_replicas
 from broker.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
+from broker.cluster.partition_change import PartitionRegistration
 from broker.handlers.metadata import TOPIC_OPERATIONS
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
@@ -59,7 +61,6 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     names = sorted(set(named) if named else broker.metadata.topics)
     start_name = cursor.topic_name if cursor is not None else ""
     remaining = max(min(broker.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
-    node = broker.node_id
     topics: list[ApiMessage] = []
     next_cursor = None
     for name in names:
@@ -77,11 +78,17 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         topics.append(Topic(
             error_code=0, name=name, topic_id=info.topic_id, is_internal=info.internal,
             topic_authorized_operations=TOPIC_OPERATIONS_BITS,
-            partitions=[Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=0,
-                                  replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
-                                  last_known_elr=[], offline_replicas=[]) for p in range(first, end)]))
+            partitions=[_partition(p, info.registrations[p], broker.brokers) for p in range(first, end)]))
         if end < info.partitions:
             next_cursor = Cursor(topic_name=name, partition_index=end)
             break
         remaining -= max(end - first, 0)
     return Response(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+def _partition(index: int, reg: PartitionRegistration, brokers: BrokerRegistry) -> ApiMessage:
+    """A partition as its registration says, with its ELR (KIP-966); no live leader: -1."""
+    return Partition(error_code=0, partition_index=index, leader_id=reg.leader if brokers.alive(reg.leader) else -1,
+                     leader_epoch=reg.leader_epoch, replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
+                     eligible_leader_replicas=list(reg.elr), last_known_elr=list(reg.last_known_elr),
+                     offline_replicas=offline_replicas(reg.replicas, brokers))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
-from broker.replica.replica_manager import ISOLATION_READ_COMMITTED, LEADER_EPOCH, last_stable_offset
+from broker.replica.replica_manager import ISOLATION_READ_COMMITTED, last_stable_offset
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.messages import ApiMessage, lazy_response
 
@@ -72,14 +72,12 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
                                       timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             try:
-                epoch = getattr(p, "current_leader_epoch", -1)
-                if epoch is not None and epoch > LEADER_EPOCH:
-                    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-                if epoch is not None and 0 <= epoch < LEADER_EPOCH:
-                    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+                rm = broker.replica_manager
+                rm.check_leader_epoch(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
                 ts, offset = lookup(broker, t.name, p.partition_index, p.timestamp, isolation, ctx.api_version)
                 parts.append(PartResp(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset,
-                                      leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+                                      leader_epoch=rm.leader_epoch(t.name, p.partition_index)
+                                      if offset >= 0 else -1))
             except Exception as e:  # noqa: BLE001 - per-partition error code
                 parts.append(PartResp(partition_index=p.partition_index, error_code=error_code_of(e),
                                       timestamp=-1, offset=-1, leader_epoch=-1))

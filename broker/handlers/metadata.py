@@ -1,6 +1,8 @@
 """Metadata (key 3), v0-13.
 
-One broker leads every partition with leader epoch 0, replicas = ISR = [this node]. A null
+Each partition as its registration in the cluster metadata says (leader, leader epoch, replicas,
+ISR), with the replicas of stopped brokers offline and LEADER_NOT_AVAILABLE while it has no live
+leader, as KRaftMetadataCache answers; a single node leads all of them at epoch 0. A null
 topic list (an empty one in v0) means every topic. Unknown topics are created on the spot when
 ``auto.create.topics.enable`` and the request allow it; the request that caused the creation is
 still answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka 4 answers it while the creation goes through
@@ -18,8 +20,10 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from broker.cluster.brokers import BrokerRegistry, offline_replicas
 from broker.cluster.controller import CLUSTER_METADATA_TOPIC
 from broker.cluster.metadata import INTERNAL_TOPICS, TopicInfo, validate_topic_name
+from broker.cluster.partition_change import PartitionRegistration
 from broker.handlers.registry import api
 from broker.net.context import RawResponse, RequestContext
 from protocol.errors import ErrorCode, KafkaError
@@ -41,26 +45,36 @@ TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 
 
-def topic_entry(info: TopicInfo, node_id: int, with_ops: bool) -> ApiMessage:
+def topic_entry(info: TopicInfo, brokers: BrokerRegistry, with_ops: bool, version: int) -> ApiMessage:
     return Topic(
         error_code=0,
         name=info.name,
         topic_id=info.topic_id,
         is_internal=info.internal,
-        partitions=[
-            Partition(
-                error_code=0,
-                partition_index=p,
-                leader_id=node_id,
-                leader_epoch=0,
-                replica_nodes=[node_id],
-                isr_nodes=[node_id],
-                offline_replicas=[],
-            )
-            for p in range(info.partitions)
-        ],
+        partitions=[partition_entry(p, reg, brokers, version) for p, reg in enumerate(info.registrations)],
         authorized_operations=set(TOPIC_OPERATIONS) if with_ops else None,
     )
+
+
+def partition_entry(index: int, reg: PartitionRegistration, brokers: BrokerRegistry, version: int) -> ApiMessage:
+    """KRaftMetadataCache.partitionMetadata: v0 leaves out the replicas of stopped brokers
+    (REPLICA_NOT_AVAILABLE); a leader that is not live is -1, LEADER_NOT_AVAILABLE (v6+: a
+    registered but fenced one is LISTENER_NOT_FOUND, as Kafka answers)."""
+    replicas, isr = list(reg.replicas), list(reg.isr)
+    error = ErrorCode.NONE
+    if version == 0:
+        replicas = [r for r in replicas if brokers.alive(r)]
+        isr = [r for r in isr if brokers.alive(r)]
+    offline = offline_replicas(reg.replicas, brokers)
+    leader = reg.leader
+    if not brokers.alive(leader):
+        error = (ErrorCode.LISTENER_NOT_FOUND if version >= 6 and brokers.registered(leader)
+                 else ErrorCode.LEADER_NOT_AVAILABLE)
+        leader = -1
+    elif len(replicas) < len(reg.replicas) or len(isr) < len(reg.isr):
+        error = ErrorCode.REPLICA_NOT_AVAILABLE
+    return Partition(error_code=error, partition_index=index, leader_id=leader, leader_epoch=reg.leader_epoch,
+                     replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline)
 
 
 def error_entry(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> ApiMessage:
@@ -69,8 +83,12 @@ def error_entry(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) ->
 
 
 def brokers_for(ctx: RequestContext) -> list[ApiMessage]:
-    host, port = ctx.broker.advertised_endpoint(ctx.listener, ctx.local_host)
-    return [Broker_(node_id=ctx.broker.node_id, host=host, port=port, rack=ctx.broker.config.get("broker.rack"))]
+    """The live brokers, each at its endpoint on the listener the request came in on."""
+    out = []
+    for node in ctx.broker.brokers.live():
+        host, port = node.advertised_endpoint(ctx.listener, ctx.local_host)
+        out.append(Broker_(node_id=node.node_id, host=host, port=port, rack=node.rack))
+    return out
 
 
 @api(3, (0, 13))
@@ -92,13 +110,13 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | RawResponse | A
                 if info is None:
                     topics.append(error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, t.topic_id))
                 else:
-                    topics.append(topic_entry(info, broker.node_id, with_ops))
+                    topics.append(topic_entry(info, broker.brokers, with_ops, version))
                 continue
             info = broker.metadata.get(name)
             if info is None:
                 topics.append(_missing(ctx, name, allow_create, with_ops, created))
             else:
-                topics.append(topic_entry(info, broker.node_id, with_ops))
+                topics.append(topic_entry(info, broker.brokers, with_ops, version))
     response = _response(ctx, topics, cluster_ops)
     return _after_logs(broker, created, response) if created else response
 
@@ -109,7 +127,7 @@ def _response(ctx: RequestContext, topics: list[ApiMessage], cluster_ops: bool) 
         throttle_time_ms=0,
         brokers=brokers_for(ctx),
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.brokers.random_alive_id(broker.node_id),
         topics=topics,
         authorized_operations=set(CLUSTER_OPERATIONS) if cluster_ops else None,
         error_code=0,
@@ -122,16 +140,19 @@ def _all_topics(ctx: RequestContext, version: int, with_ops: bool, cluster_ops: 
     broker = ctx.broker
     metadata = broker.metadata
     if broker.quotas.enforcing_requests:
-        return _response(ctx, [topic_entry(t, broker.node_id, with_ops) for t in metadata.topics.values()],
+        return _response(ctx, [topic_entry(t, broker.brokers, with_ops, version) for t in metadata.topics.values()],
+                         cluster_ops)
+    if len(broker.brokers.all_ids()) > 1:  # the controller id is drawn for each answer, as Kafka's
+        return _response(ctx, [topic_entry(t, broker.brokers, with_ops, version) for t in metadata.topics.values()],
                          cluster_ops)
     key = (version, with_ops, cluster_ops, broker.advertised_endpoint(ctx.listener, ctx.local_host),
-           broker.config.get("broker.rack"), metadata.generation)
+           broker.config.get("broker.rack"), metadata.generation, broker.brokers.version)
     cache = metadata.response_cache
     body = cache.get(key)
     if body is None:
-        topics = [topic_entry(t, broker.node_id, with_ops) for t in metadata.topics.values()]
+        topics = [topic_entry(t, broker.brokers, with_ops, version) for t in metadata.topics.values()]
         body = bytes(_response(ctx, topics, cluster_ops).encode(version=version))
-        if len(cache) >= 16 or any(k[-1] != metadata.generation for k in cache):
+        if len(cache) >= 16 or any(k[-2:] != key[-2:] for k in cache):
             cache.clear()
         cache[key] = body
     return RawResponse([body], len(body))
@@ -157,7 +178,7 @@ def _missing(ctx: RequestContext, name: str, allow_create: bool, with_ops: bool,
     except KafkaError as e:
         existing = broker.metadata.get(name)
         if e.code == ErrorCode.TOPIC_ALREADY_EXISTS and existing is not None:
-            return topic_entry(existing, broker.node_id, with_ops)
+            return topic_entry(existing, broker.brokers, with_ops, ctx.api_version)
         return error_entry(e.code, name)
     if info is not None:
         created.append(info)

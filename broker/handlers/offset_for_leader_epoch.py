@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
-from broker.replica.replica_manager import LEADER_EPOCH
-from protocol.errors import ErrorCode, KafkaError, error_code_of
+from protocol.errors import error_code_of
 from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(23)
@@ -26,10 +25,7 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         for p in t.partitions:
             try:
                 plog = rm.partition_log(t.topic, p.partition)
-                if p.current_leader_epoch > LEADER_EPOCH:
-                    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-                if 0 <= p.current_leader_epoch < LEADER_EPOCH:
-                    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+                rm.check_leader_epoch(t.topic, p.partition, p.current_leader_epoch)
                 epoch, end = plog.end_offset_for_epoch(p.leader_epoch)
                 parts.append(EpochEnd(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end))
             except Exception as e:  # noqa: BLE001

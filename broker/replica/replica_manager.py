@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-LEADER_EPOCH = 0  # a single node that has always led every partition
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # ReplicaManager.appendToLocalLog answers these with UNKNOWN_LOG_APPEND_INFO (log start -1).
 _NO_LOG_INFO_ERRORS = frozenset({
@@ -75,6 +74,22 @@ class ReplicaManager:
         if plog is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         return plog
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch in the cluster metadata (0 on a single node)."""
+        reg = self.broker.metadata.partition(topic, partition)
+        return reg.leader_epoch if reg is not None else 0
+
+    def check_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int | None) -> None:
+        """Partition.checkCurrentLeaderEpoch: a client ahead of our epoch is UNKNOWN_LEADER_EPOCH, one
+        behind it FENCED_LEADER_EPOCH; -1 (or absent) skips the check."""
+        if current_leader_epoch is None or current_leader_epoch < 0:
+            return
+        epoch = self.leader_epoch(topic, partition)
+        if current_leader_epoch > epoch:
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if current_leader_epoch < epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
 
     def topic_deleted(self, topic: str) -> None:
         for key in [k for k in self._waiters if k[0] == topic]:
@@ -148,7 +163,8 @@ class ReplicaManager:
     ) -> ProduceResult:
         now = self.broker.clock.now_ms()
         append_time = plog.config.message_timestamp_type == "LogAppendTime"
-        info = plog.append(buf, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=append_time,
+        info = plog.append(buf, batches, leader_epoch=self.leader_epoch(topic, partition), now_ms=now,
+                           log_append_time=append_time,
                            verify_transactions=verification_guard is not None,
                            verification_guard=verification_guard)
         self.wake(topic, partition)
@@ -162,7 +178,8 @@ class ReplicaManager:
         plog = self.partition_log(topic, partition)
         batches = rec.validate_batches(batch)
         now = self.broker.clock.now_ms()
-        info = plog.append(batch, batches, leader_epoch=LEADER_EPOCH, now_ms=now, log_append_time=False)
+        info = plog.append(batch, batches, leader_epoch=self.leader_epoch(topic, partition), now_ms=now,
+                           log_append_time=False)
         self.wake(topic, partition)
         return info.first_offset
 
@@ -180,7 +197,7 @@ class ReplicaManager:
     ) -> FetchPartitionResult:
         try:
             plog = self.partition_log(topic, partition)
-            self._check_leader_epoch(current_leader_epoch)
+            self.check_leader_epoch(topic, partition, current_leader_epoch)
             committed = isolation_level == ISOLATION_READ_COMMITTED
             hw = plog.high_watermark
             lso = last_stable_offset(plog)
@@ -198,15 +215,6 @@ class ReplicaManager:
             # Kafka answers an errored partition with unknown (-1) offsets and no records; one
             # it does not host is built by KafkaApis with an empty (not null) aborted list.
             return FetchPartitionResult(code, aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
-
-    @staticmethod
-    def _check_leader_epoch(current_leader_epoch: int) -> None:
-        if current_leader_epoch < 0:
-            return
-        if current_leader_epoch > LEADER_EPOCH:
-            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-        if current_leader_epoch < LEADER_EPOCH:
-            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
 
     def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout: float) -> asyncio.Future:
         """A future resolved by the next append to any of ``partitions`` (or by the timeout)."""

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.replica.replica_manager import LEADER_EPOCH
 from protocol import records as rec
 from protocol.errors import ErrorCode, error_code_of
 from storage.producer.types import AppendOrigin
@@ -49,7 +48,7 @@ def write_txn_marker(
     batch = rec.build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                     coordinator_epoch=coordinator_epoch, timestamp=now)
     try:
-        plog.append(batch, rec.validate_batches(batch), leader_epoch=LEADER_EPOCH, now_ms=now,
+        plog.append(batch, rec.validate_batches(batch), leader_epoch=rm.leader_epoch(topic, partition), now_ms=now,
                     origin=AppendOrigin.COORDINATOR, transaction_version=transaction_version)
     except Exception as e:  # noqa: BLE001 - the partition's error code goes back to the coordinator
         code = error_code_of(e)
