@@ -22,6 +22,8 @@ from broker.cluster.brokers import BrokerRegistry
 from broker.cluster.controller import Controller
 from broker.cluster.metadata import MetadataStore
 from broker.cluster.quotas import ClientQuotas
+from broker.cluster.replication_control import ReplicationControl
+from broker.cluster.shared import ConfiguredTopicSettings, SharedCluster
 from broker.config.broker_config import BrokerConfig, listener_mechanisms
 from broker.config.dynamic_config import check_stored
 from broker.config.features import ELR_VERSION, elr_safety, ensure_formatted, level
@@ -34,6 +36,7 @@ from broker.ops.metrics import BrokerMetrics
 from broker.ops.metrics_http import start_metrics
 from broker.replica.fetch_sessions import FetchSessionCache
 from broker.replica.replica_manager import ReplicaManager
+from broker.replica.replication import Replication
 from broker.replica.txn_markers import InProcessMarkerChannel
 from broker.replica.txn_verification import BrokerTransactionVerifier
 from coordinator.group.coordinator import GroupCoordinator
@@ -67,7 +70,7 @@ class Broker:
     group_coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator
 
-    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK, cluster: SharedCluster | None = None) -> None:
         self.config = config
         self.clock = clock  # the one clock: logs, coordinators, quotas, timers
         self.node_id: int = config.node_id
@@ -84,8 +87,16 @@ class Broker:
         self.inflight: set[asyncio.Task] = set()
         self.bound_ports: dict[str, int] = {}
         self.started_at = time.perf_counter()  # for the start-up time in the log
-        self.metadata = MetadataStore(config.log_dirs[0], local_node=config.node_id)
-        self.brokers = BrokerRegistry()  # a cluster of one; registered once listening
+        # One broker alone owns its cluster metadata; brokers of one process share theirs
+        self.shared = cluster
+        if cluster is None:
+            metadata = MetadataStore(config.log_dirs[0], local_node=config.node_id)
+            brokers = BrokerRegistry()  # a cluster of one; registered once listening
+            cluster = SharedCluster(metadata, brokers, ReplicationControl(
+                metadata, brokers, ConfiguredTopicSettings(metadata, config)))
+        self.metadata = cluster.metadata
+        self.brokers = cluster.brokers
+        self.replication_control = cluster.replication_control
         self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None
         self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
         self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
@@ -101,6 +112,7 @@ class Broker:
                                           "max_transaction_timeout_ms": config.get("transaction.max.timeout.ms"),
                                       }, clock=clock)
         self.replica_manager = ReplicaManager(self)
+        self.replication = Replication(self)  # leader and follower roles of replicated partitions
         self.log_cleaner: LogCleaner | None = None  # when log.cleaner.enable
         self._servers: list[asyncio.Server] = []
         self.metrics_port: int | None = None  # the /metrics endpoint's bound port (metrics.port)
@@ -125,7 +137,8 @@ class Broker:
         for d in self.config.log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
-        self.metadata.load()
+        if self.shared is None:  # brokers of one process share metadata their process loaded
+            self.metadata.load()
         ensure_formatted(self)  # the finalized features of a new cluster (kafka-storage format)
         try:  # before the logs open: they take the broker-level defaults
             if level(self, ELR_VERSION) >= 1:
@@ -142,10 +155,19 @@ class Broker:
         self.log_manager.startup(now_ms=self.clock.now_ms())
         self._reconcile_partitions()
         # producer ids: after the log dirs are locked (one process owns the block file)
-        self.producer_ids = ProducerIdManager(self.config.log_dirs[0], broker_id=self.node_id)
+        shared_ids = self.shared.producer_ids if self.shared is not None else None
+        self.producer_ids = shared_ids or ProducerIdManager(self.config.log_dirs[0], broker_id=self.node_id)
         await self._start_coordinators()
         self._servers = await start_listeners(self)
         self.brokers.register(self)
+        if self.shared is not None:  # one of several brokers: take up this broker's replicas
+            self.replication_control.publishers.append(self.replication)
+            for info in list(self.metadata.topics.values()):
+                for p, reg in enumerate(info.registrations):
+                    self.replication.apply(info.name, p, reg)
+            self.replication_control.broker_unfenced(self.node_id)
+            self._schedule(lambda: max(self.config.get("replica.lag.time.max.ms") // 2, 10),
+                           self.replication.expire_isr)
         await start_metrics(self)  # collectors; /metrics when metrics.port > 0
         first_ms = self.config.get("log.initial.task.delay.ms")  # LogManager's initialTaskDelayMs
         self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick, first_ms)
@@ -196,11 +218,11 @@ class Broker:
         return info.configs if info is not None else {}
 
     def _reconcile_partitions(self) -> None:
-        """Create any partition directory the metadata names but the disk lacks."""
+        """Create any partition directory of this broker's replicas the metadata names but the disk lacks."""
         for info in self.metadata.topics.values():
             config = self.controller.log_config(info)
-            for p in range(info.partitions):
-                if self.log_manager.get(info.name, p) is None:
+            for p, reg in enumerate(info.registrations):
+                if self.node_id in reg.replicas and self.log_manager.get(info.name, p) is None:
                     self.log_manager.create(info.name, p, config, info.topic_id)
 
     def _load_meta_properties(self) -> None:
@@ -282,6 +304,11 @@ class Broker:
         for conn in list(self.connections):
             conn.transport.close()
         self.brokers.fence(self.node_id)
+        if self.shared is not None:  # the others elect new leaders for what this one led
+            if self.replication in self.replication_control.publishers:
+                self.replication_control.publishers.remove(self.replication)
+            self.replication_control.broker_fenced(self.node_id)
+            await self.replication.stop()
         for task in self._periodic:
             task.cancel()
         for hook in self.shutdown_hooks:
@@ -291,10 +318,11 @@ class Broker:
                 log.exception("shutdown hook failed")
         if self.log_manager.started:
             self.log_manager.shutdown()
-        try:
-            self.metadata.write_snapshot()  # the journal folded into topics.json
-        except OSError as e:
-            log.error("metadata snapshot failed; the journal is kept", error=str(e))
+        if self.shared is None:  # a process of several brokers folds its shared journal once
+            try:
+                self.metadata.write_snapshot()  # the journal folded into topics.json
+            except OSError as e:
+                log.error("metadata snapshot failed; the journal is kept", error=str(e))
         self._stopped.set()
         log.info("broker stopped")
 

@@ -67,7 +67,7 @@ class BrokerPartitionWriter:
     def append(self, topic: str, partition: int, batch: bytearray,
                verification_guard: object | None = None) -> AppendResult:
         rm = self._broker.replica_manager
-        plog = rm.partition_log(topic, partition)
+        plog = rm.leader_log(topic, partition)  # a follower's log is written by its fetcher only
         batches = rec.validate_batches(batch)
         now = self._broker.clock.now_ms()
         epoch = rm.leader_epoch(topic, partition)

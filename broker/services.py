@@ -14,11 +14,14 @@ if TYPE_CHECKING:
     from broker.cluster.controller import Controller
     from broker.cluster.metadata import MetadataStore
     from broker.cluster.quotas import ClientQuotas
+    from broker.cluster.replication_control import ReplicationControl
+    from broker.cluster.shared import SharedCluster
     from broker.config.broker_config import BrokerConfig
     from broker.net.sasl import SaslSession
     from broker.ops.metrics import BrokerMetrics
     from broker.replica.fetch_sessions import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
+    from broker.replica.replication import Replication
     from coordinator.group.coordinator import GroupCoordinator
     from coordinator.producer_ids import ProducerIdManager
     from coordinator.txn.coordinator import TransactionCoordinator
@@ -36,14 +39,17 @@ class Services(Protocol):
     bound_ports: dict[str, int]
     stopping: bool
     # the cluster: topic metadata and the controller that changes it, client quotas
+    shared: SharedCluster | None  # what the brokers of one process share (None: a single broker)
     metadata: MetadataStore
     controller: Controller
     brokers: BrokerRegistry  # every broker of the cluster, and which are up
+    replication_control: ReplicationControl  # the controller's partition changes (shared by a process's brokers)
     quotas: ClientQuotas
     metrics: BrokerMetrics
     # partitions
     log_manager: LogManager
     replica_manager: ReplicaManager
+    replication: Replication  # leader/follower roles, follower fetches, acks=all
     fetch_sessions: FetchSessionCache
     log_cleaner: LogCleaner | None  # log.cleaner.enable
     # coordinators

@@ -84,6 +84,7 @@ class LogManager:
         self._dir_of: dict[tuple[str, int], str] = {}
         self._locks: dict[str, int] = {}
         self.had_clean_shutdown: dict[str, bool] = {}
+        self.checkpointed_high_watermarks: dict[tuple[str, int], int] = {}
         self.started = False
 
     # --- configuration -------------------------------------------------------------------------
@@ -151,6 +152,8 @@ class LogManager:
             self.had_clean_shutdown[d] = clean
             recovery_points = self._read_checkpoint(d, checkpoints.RECOVERY_POINT_CHECKPOINT)
             log_starts = self._read_checkpoint(d, checkpoints.LOG_START_OFFSET_CHECKPOINT)
+            # what a replicated partition starts from (ReplicaManager's highWatermarkCheckpoints)
+            self.checkpointed_high_watermarks.update(self._read_checkpoint(d, checkpoints.REPLICATION_OFFSET_CHECKPOINT))
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name)
                 if not os.path.isdir(path):

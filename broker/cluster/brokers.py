@@ -9,8 +9,10 @@ the process shares one registry; a single node has a registry of one.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
+
+from protocol.primitives import NodeEndpoint
 
 
 class BrokerNode(Protocol):
@@ -75,3 +77,16 @@ class BrokerRegistry:
 def offline_replicas(replicas: tuple[int, ...], registry: BrokerRegistry) -> list[int]:
     """KRaftMetadataCache.getOfflineReplicas: replicas on a broker that is fenced or unknown."""
     return [r for r in replicas if not registry.alive(r)]
+
+
+def leader_endpoints(leaders: Iterable[int], registry: BrokerRegistry, listener: str,
+                     local_host: str) -> list[NodeEndpoint]:
+    """KIP-951's NodeEndpoints: where the leaders an answer names can be reached, on the
+    listener the request came in on (live brokers only)."""
+    out = []
+    for node_id in sorted(set(leaders)):
+        node = registry.node(node_id)
+        if node is not None and registry.alive(node_id):
+            host, port = node.advertised_endpoint(listener, local_host)
+            out.append(NodeEndpoint(node_id, host, port, node.rack))
+    return out

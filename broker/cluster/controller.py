@@ -1,10 +1,14 @@
 """Topic administration: what the KRaft controller does for CreateTopics, DeleteTopics,
-CreatePartitions and config changes, collapsed onto this single node.
+CreatePartitions and config changes. The metadata changes first (durably); then every running
+broker of the process makes the logs of its replicas, drops a deleted topic's, or takes new
+configs (the metadata publisher's job in Kafka).
 
-Replication factor: one node holds one replica. A request for RF > 1 is accepted (so tools and
-Testcontainers setups written for a 3-broker cluster keep working) and logged as a warning: the
-topic really has one replica, which Metadata reports honestly (replicas = isr = [this node]).
-An RF of 0 or below -1 is INVALID_REPLICATION_FACTOR, as in Kafka.
+Replication factor: several brokers place replicas as Kafka does (StripedReplicaPlacer, or the
+request's own assignment) and refuse more replicas than brokers. A single node holds one replica:
+a request for RF > 1 is accepted there (so tools and Testcontainers setups written for a 3-broker
+cluster keep working) and logged as a warning; the topic really has one replica, which Metadata
+reports honestly (replicas = isr = [this node]). An RF of 0 or below -1 is
+INVALID_REPLICATION_FACTOR, as in Kafka.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.cluster.metadata import TopicInfo, validate_topic_name
+from broker.cluster.partition_change import PartitionRegistration
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import InvalidConfig
 from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, LogConfig
 
 if TYPE_CHECKING:
+    from broker.cluster.replication_control import PartitionPublisher
     from broker.services import Services
 
 log = structlog.get_logger(__name__)
@@ -107,19 +113,36 @@ class Controller:
         if replication_factor <= 0:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         self.validate_configs(configs)
+        registrations = self._place(num_partitions, replication_factor, assignments)
         if validate_only:
             return None
-        if replication_factor > 1:
-            log.warning(
-                "replication factor above 1 accepted on a single node; the topic has one replica",
-                topic=name, requested_replication_factor=replication_factor,
-            )
-        info = metadata.add(name, num_partitions, configs)
+        info = metadata.add(name, num_partitions, configs, registrations=registrations)
         if create_logs:
             self.create_logs(info)
         log.info("topic created", topic=name, topic_id=str(info.topic_id), partitions=num_partitions,
                  configs=configs or None)
         return info
+
+    @property
+    def clustered(self) -> bool:
+        return self.broker.shared is not None
+
+    def _place(self, partitions: int, replication_factor: int, assignments: list[list[int]] | None,
+               topic: str = "") -> list[PartitionRegistration] | None:
+        """The new partitions' registrations (None on a single node: all of them its own)."""
+        if not self.clustered:
+            if replication_factor > 1:
+                log.warning("replication factor above 1 accepted on a single node; the topic has one replica",
+                            topic=topic or None, requested_replication_factor=replication_factor)
+            return None
+        control = self.broker.replication_control
+        return control.assigned(assignments) if assignments else control.place(partitions, replication_factor)
+
+    def _publishers(self) -> list[PartitionPublisher]:
+        """The brokers that act on a change: every running one of the process (this one alone)."""
+        if self.clustered:
+            return list(self.broker.replication_control.publishers)
+        return [self.broker.replication]
 
     async def create_logs_in_slices(self, created: list[TopicInfo]) -> None:
         """The logs of just-created topics, giving the event loop back every SLICE_S (a request
@@ -137,9 +160,8 @@ class Controller:
         before they exist is mended at start-up, which creates every log the metadata names."""
         if self.broker.metadata.get(info.name) is not info:
             return
-        config = self.log_config(info)
-        for p in partitions if partitions is not None else range(info.partitions):
-            self.broker.log_manager.create(info.name, p, config, info.topic_id)
+        for publisher in self._publishers():
+            publisher.on_partitions_created(info.name, partitions if partitions is not None else range(info.partitions))
 
     def delete_topic(self, name: str) -> TopicInfo:
         info = self.broker.metadata.get(name)
@@ -148,13 +170,17 @@ class Controller:
         if info.internal:
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Internal topic {name} cannot be deleted")
         self.broker.metadata.remove(name)
-        self.broker.log_manager.delete_topic(name)
-        self.broker.replica_manager.topic_deleted(name)
-        self.broker.group_coordinator.manager.on_topic_deleted(name)
+        for publisher in self._publishers():
+            publisher.on_topic_deleted(name)
         log.info("topic deleted", topic=name, topic_id=str(info.topic_id))
         return info
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    @staticmethod
+    def _replication_factor(info: TopicInfo) -> int:
+        return len(info.registrations[0].replicas) if info.registrations else 1
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignments: list[list[int]] | None = None) -> None:
         info = self.broker.metadata.get(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -167,13 +193,13 @@ class Controller:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {info.partitions} partition(s).")
         if count > MAX_PARTITIONS:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Too many partitions.")
+        registrations = self._place(count - info.partitions, self._replication_factor(info), assignments, name)
         if validate_only:
             return
-        config = self.log_config(info)
-        for p in range(info.partitions, count):
-            self.broker.log_manager.create(name, p, config, info.topic_id)
         old = info.partitions
-        self.broker.metadata.set_partitions(name, count)
+        self.broker.metadata.set_partitions(name, count, registrations)
+        for publisher in self._publishers():
+            publisher.on_partitions_created(name, range(old, count))
         log.info("partitions created", topic=name, old_count=old, new_count=count)
 
     def alter_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
@@ -184,20 +210,19 @@ class Controller:
         if validate_only:
             return
         self.broker.metadata.set_configs(name, configs)
-        config = self.log_config(info)
-        for p in range(info.partitions):
-            plog = self.broker.log_manager.get(name, p)
-            if plog is not None:
-                plog.update_config(config)
+        for publisher in self._publishers():
+            publisher.on_topic_configs(name)
         log.info("topic configs altered", topic=name, configs=configs)
 
     def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         info = self.broker.metadata.get(name)
         if info is not None:
             return info
-        info = self.broker.metadata.add(name, partitions, configs)
-        config = self.log_config(info)
-        for p in range(partitions):
-            self.broker.log_manager.create(name, p, config, info.topic_id)
+        factor = {"__consumer_offsets": "offsets.topic.replication.factor",
+                  "__transaction_state": "transaction.state.log.replication.factor"}.get(name)
+        rf = int(self.broker.config.get(factor)) if factor else 1
+        info = self.broker.metadata.add(name, partitions, configs,
+                                        registrations=self._place(partitions, rf, None) if self.clustered else None)
+        self.create_logs(info)
         log.info("internal topic created", topic=name, partitions=partitions)
         return info

@@ -113,6 +113,14 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("num.io.threads", "int", 8),
     ("background.threads", "int", 10),
     ("num.replica.fetchers", "int", 1),
+    # replication (brokers in one process): the follower's fetches, the leader's ISR lag
+    ("replica.lag.time.max.ms", "long", 30000),
+    ("replica.fetch.max.bytes", "int", 1048576),
+    ("replica.fetch.min.bytes", "int", 1),
+    ("replica.fetch.wait.max.ms", "int", 500),
+    ("replica.fetch.response.max.bytes", "int", 10485760),
+    ("replica.fetch.backoff.ms", "int", 1000),
+    ("replica.socket.timeout.ms", "int", 30000),
     ("num.recovery.threads.per.data.dir", "int", 2),
     ("connections.max.idle.ms", "long", 600000),
     ("offsets.topic.num.partitions", "int", 50),
@@ -161,6 +169,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("metrics.port", "int", 0),
     ("metrics.host", "string", "0.0.0.0"),
     ("log.level", "string", "INFO"),
+    # Not Kafka's: how many brokers this process runs (--brokers; node ids 1..N, ports +0..N-1)
+    ("cluster.brokers", "int", 1),
 )
 # LogManager's first run of retention, checkpoints and flushes (Kafka: "for testing only").
 BROKER_CONFIGS["log.initial.task.delay.ms"] = BrokerConfigDef(

@@ -27,7 +27,9 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
             if t.assignments is not None and len(t.assignments) != t.count - _current(ctx, t.name):
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                                  "Increasing the number of partitions by a different amount than the assignments")
-            ctx.broker.controller.create_partitions(t.name, t.count, validate_only=req.validate_only)
+            ctx.broker.controller.create_partitions(
+                t.name, t.count, validate_only=req.validate_only,
+                assignments=[a.broker_ids for a in t.assignments] if t.assignments else None)
             results.append(Result(name=t.name, error_code=0, error_message=None))
         except KafkaError as e:
             results.append(Result(name=t.name, error_code=e.code, error_message=e.message))

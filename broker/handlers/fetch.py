@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from broker.cluster.brokers import leader_endpoints
 from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
 from broker.net.context import RawResponse, RequestContext
@@ -51,7 +52,8 @@ def _requested(broker: Services, req: FetchRequestView, version: int) -> tuple[l
             name, topic_id = t.name, None
         for p in t.partitions:
             fetch[(topic_id if version >= 13 else name, p.partition)] = PartitionFetch(
-                name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
+                name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                p.last_fetched_epoch, p.log_start_offset)
     forget = [(t.name, t.topic_id, partition) for t in req.forgotten_topics for partition in t.partitions]
     return list(fetch.values()), forget
 
@@ -78,17 +80,22 @@ def _read_all(broker: Services, fetches: list[PartitionFetch], req: FetchRequest
             out.append(FetchPartitionResponse(f.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[]))
             errors = True
             continue
-        r = rm.read(f.topic, f.partition, f.fetch_offset, min(f.max_bytes, remaining), isolation, total == 0,
-                    f.current_leader_epoch)
+        if req.replica_id >= 0:  # a follower (Kafka's replica fetcher)
+            r = rm.read_for_follower(req.replica_id, f.topic, f.partition, f.fetch_offset, f.last_fetched_epoch,
+                                     f.log_start_offset, min(f.max_bytes, remaining), f.current_leader_epoch,
+                                     total == 0)
+        else:
+            r = rm.read(f.topic, f.partition, f.fetch_offset, min(f.max_bytes, remaining), isolation, total == 0,
+                        f.current_leader_epoch)
         size = len(r.records) if r.records else 0
         total += size
         remaining = max(remaining - size, 0)
-        if r.error:
+        if r.error or r.diverging_epoch is not None:  # answered at once
             errors = True
         out.append(FetchPartitionResponse(
             f.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
             # a FileRegion is sent with sendfile; protocol.fetch_codec's Buffer cannot name it (no storage import)
-            r.aborted, -1, r.records if r.records is not None else b"",
+            r.aborted, -1, r.records if r.records is not None else b"", r.diverging_epoch, r.current_leader,
         ))
     return out, total, errors
 
@@ -129,7 +136,14 @@ def _response(broker: Services, version: int, context: FetchContext, parts: list
 
 def _encode(version: int, topics: list[FetchTopicResponse], error: ErrorCode, session_id: int,
             ctx: RequestContext | None = None) -> RawResponse:
-    encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id)
+    endpoints = None
+    if ctx is not None and version >= 16:  # KIP-951: where the named current leaders are
+        leaders = [p.current_leader[0] for t in topics for p in t.partitions
+                   if p.current_leader is not None and p.current_leader[0] >= 0]
+        if leaders:
+            endpoints = leader_endpoints(leaders, ctx.broker.brokers, ctx.listener, ctx.local_host)
+    encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id,
+                                    node_endpoints=endpoints)
     if ctx is not None and ctx.broker.quotas.enforcing:
         # consumer_byte_rate counts the answer's bytes; over it, the answer says how long to back off
         quotas = ctx.broker.quotas
@@ -138,7 +152,7 @@ def _encode(version: int, topics: list[FetchTopicResponse], error: ErrorCode, se
         if throttle:
             quotas.mute(ctx.connection_id, throttle)
             encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id,
-                                            throttle_time_ms=throttle)
+                                            throttle_time_ms=throttle, node_endpoints=endpoints)
     buffers = encoded.buffers
     return RawResponse(buffers, encoded.size, any(type(b) is FileRegion for b in buffers))
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from coordinator.group.coordinator import OFFSETS_TOPIC
+from coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiMessage, lazy_response
 
@@ -56,23 +58,37 @@ def lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
     return ErrorCode.INVALID_REQUEST
 
 
+def coordinator_node(ctx: RequestContext, key_type: int, key: str, code: ErrorCode) -> tuple[ErrorCode, int, str, int]:
+    """The coordinator of ``key``: the leader of its partition of the coordinator's topic (this
+    broker on a single node); COORDINATOR_NOT_AVAILABLE while that partition has no live leader."""
+    broker = ctx.broker
+    if code != ErrorCode.NONE:
+        return code, -1, "", -1
+    if broker.shared is None:
+        host, port = broker.advertised_endpoint(ctx.listener, ctx.local_host)
+        return code, broker.node_id, host, port
+    if key_type == KEY_TYPE_GROUP:
+        topic, partition = OFFSETS_TOPIC, broker.group_coordinator.partition_for(key)
+    else:
+        topic, partition = TRANSACTION_STATE_TOPIC, broker.txn_coordinator.partition_for(key)
+    reg = broker.metadata.partition(topic, partition)
+    node = broker.brokers.node(reg.leader) if reg is not None and broker.brokers.alive(reg.leader) else None
+    if node is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    host, port = node.advertised_endpoint(ctx.listener, ctx.local_host)
+    return code, node.node_id, host, port
+
+
 @api(10, (0, 6))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
-    host, port = ctx.broker.advertised_endpoint(ctx.listener, ctx.local_host)
-    node_id = ctx.broker.node_id
     key_type = req.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
 
-    def node(code: ErrorCode) -> tuple[int, str, int]:
-        return (node_id, host, port) if code == ErrorCode.NONE else (-1, "", -1)
-
     if ctx.api_version < 4:
-        code = lookup(ctx, key_type, req.key)
-        nid, h, p = node(code)
+        code, nid, h, p = coordinator_node(ctx, key_type, req.key, lookup(ctx, key_type, req.key))
         return Response(throttle_time_ms=0, error_code=code, error_message=MESSAGES.get(code, code.name),
                         node_id=nid, host=h, port=p)
     coordinators = []
     for key in req.coordinator_keys:
-        code = lookup(ctx, key_type, key)
-        nid, h, p = node(code)
+        code, nid, h, p = coordinator_node(ctx, key_type, key, lookup(ctx, key_type, key))
         coordinators.append(Coordinator(key=key, node_id=nid, host=h, port=p, error_code=code, error_message=None))
     return Response(throttle_time_ms=0, coordinators=coordinators)

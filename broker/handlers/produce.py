@@ -5,8 +5,10 @@ for each of its partitions, and the answer names topics by id too.
 
 Per partition: one magic-2 batch, validated (structure, CRC, size, producer state) before a
 single write; errors are per partition and never stop the others. acks=0 gets no response;
-acks 1 and -1 are answered after the local append (this node is the whole ISR). Any other acks
-value is INVALID_REQUIRED_ACKS for every partition.
+acks 1 is answered after the local append, and so is -1 on a partition with one replica; with
+more replicas, acks=-1 waits until the high watermark passes the batch (Kafka's DelayedProduce)
+or the request's timeout (REQUEST_TIMED_OUT). Any other acks value is INVALID_REQUIRED_ACKS for
+every partition.
 
 Transactions (ReplicaManager.handleProduceAppend): transactional batches of more than one
 producer in one request fail the whole request with INVALID_PRODUCER_ID_MAPPING. v12 is
@@ -26,6 +28,7 @@ import inspect
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from broker.cluster.brokers import leader_endpoints
 from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
 from broker.net.context import NO_RESPONSE, NoResponse, RawResponse, RequestContext
@@ -39,6 +42,7 @@ from broker.replica.txn_verification import (
 )
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
+from protocol.primitives import NodeEndpoint
 from protocol.produce_codec import (
     ProducePartitionResponse,
     ProduceRequestView,
@@ -61,8 +65,18 @@ Targets = dict[TopicPartition, tuple["PartitionLog", int]]
 
 def _partition(index: int, r: ProduceResult) -> ProducePartitionResponse:
     return ProducePartitionResponse(
-        index, int(r.error), r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.error_message
+        index, int(r.error), r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.error_message,
+        r.current_leader,
     )
+
+
+def _endpoints(ctx: RequestContext, responses: list[ProduceTopicResponse]) -> list[NodeEndpoint] | None:
+    """KIP-951: the brokers named as current leaders, so the client goes straight there."""
+    leaders = [p.current_leader[0] for t in responses for p in t.partitions
+               if p.current_leader is not None and p.current_leader[0] >= 0]
+    if not leaders:
+        return None
+    return leader_endpoints(leaders, ctx.broker.brokers, ctx.listener, ctx.local_host)
 
 
 def _failed(e: KafkaError) -> ProduceResult:
@@ -93,12 +107,13 @@ def _transactional_batches(broker: Services, req: ProduceRequestView) -> tuple[s
 
 def _respond(ctx: RequestContext, req: ProduceRequestView,
              pre_append: dict[TopicPartition, ProduceResult] | None = None, all_failed: ProduceResult | None = None,
-             validated: dict[TopicPartition, Validated] | None = None) -> Reply:
+             validated: dict[TopicPartition, Validated] | None = None) -> Reply | Awaitable[Reply]:
     broker = ctx.broker
     rm = broker.replica_manager
     version = ctx.api_version
     acks = req.acks
     responses = []
+    pending: dict[TopicPartition, int] = {}  # acks=all partitions waiting for replication: last offset + 1
     for t in req.topics:
         name = t.name
         parts = []
@@ -111,9 +126,11 @@ def _respond(ctx: RequestContext, req: ProduceRequestView,
             for p in t.partitions:
                 result = all_failed or (pre_append.get((name, p.index)) if pre_append else None)
                 if result is None:
-                    result = rm.append_records(name, p.index, p.records, api_version=version,
+                    result = rm.append_records(name, p.index, p.records, api_version=version, acks=acks,
                                                transactional_id=req.transactional_id,
                                                validated=validated.get((name, p.index)) if validated else None)
+                    if acks == -1 and not result.error and broker.replication.needs_wait(name, p.index):
+                        pending[(name, p.index)] = result.last_offset + 1
                 else:
                     broker.metrics.produce_failed(name)
                 if result.error:
@@ -129,7 +146,31 @@ def _respond(ctx: RequestContext, req: ProduceRequestView,
         broker.quotas.mute(ctx.connection_id, throttle)
     if acks == 0:
         return NO_RESPONSE
-    body = encode_produce_response(version, responses, throttle_time_ms=throttle)
+    if pending:
+        return _after_replication(ctx, responses, pending, throttle, req.timeout_ms)
+    body = encode_produce_response(version, responses, throttle_time_ms=throttle,
+                                   node_endpoints=_endpoints(ctx, responses))
+    return RawResponse([body], len(body))
+
+
+async def _after_replication(ctx: RequestContext, responses: list[ProduceTopicResponse],
+                             pending: dict[TopicPartition, int], throttle: int, timeout_ms: int) -> Reply:
+    """DelayedProduce: answer once the ISR holds every acks=all batch (each partition's error as
+    Partition.checkEnoughReplicasReachOffset says), or REQUEST_TIMED_OUT for those it does not."""
+    broker = ctx.broker
+    errors = await broker.replication.wait_for_acks(pending, max(timeout_ms, 0) / 1000)
+    out = []
+    for t in responses:
+        parts = []
+        for p in t.partitions:
+            error = errors.get((t.name, p.index), ErrorCode.NONE) if t.name is not None else ErrorCode.NONE
+            if error != ErrorCode.NONE:
+                broker.metrics.error(0, error.name)
+                p = p._replace(error_code=int(error))
+            parts.append(p)
+        out.append(ProduceTopicResponse(t.name, t.topic_id, parts))
+    body = encode_produce_response(ctx.api_version, out, throttle_time_ms=throttle,
+                                   node_endpoints=_endpoints(ctx, out))
     return RawResponse([body], len(body))
 
 
@@ -141,7 +182,8 @@ async def _add_then_respond(ctx: RequestContext, req: ProduceRequestView, produc
     errors = await add_partitions(ctx.broker, req.transactional_id, producer_id, producer_epoch, targets,
                                   retry_concurrent=True)
     pre = {tp: _failed(produce_error(code, SupportedOperation.ADD_PARTITION)) for tp, code in errors.items()}
-    return _respond(ctx, req, pre, validated=validated)
+    reply = _respond(ctx, req, pre, validated=validated)
+    return await reply if inspect.isawaitable(reply) else reply
 
 
 def _named(broker: Services, req: ProduceRequestView) -> ProduceRequestView:

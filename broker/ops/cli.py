@@ -1,6 +1,6 @@
 """``python -m broker`` / ``pykafka-broker``: run a broker configured the way Kafka is.
 
-    python -m broker [--config server.properties] [--override key=value ...]
+    python -m broker [--config server.properties] [--override key=value ...] [--brokers N]
 
 KAFKA_<PROPERTY> environment variables apply between the file and the overrides. SIGTERM and
 SIGINT shut down cleanly (in-flight requests finish, logs are flushed and closed) and exit 0.
@@ -17,6 +17,7 @@ import structlog
 import uvloop
 
 from broker.broker import Broker
+from broker.cluster_process import ClusterProcess
 from broker.config.broker_config import BrokerConfig
 from broker.ops import logs
 
@@ -27,6 +28,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--config", "-c", dest="config", help="server.properties file")
     p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="set a broker property (repeatable)")
+    p.add_argument("--brokers", type=int, metavar="N",
+                   help="run a cluster of N brokers in this process (cluster.brokers): node ids 1..N, "
+                        "each on the configured ports + (id - 1), data in <log.dirs>/broker-<id>/")
     return p.parse_args(argv)
 
 
@@ -50,14 +54,14 @@ async def run(config: BrokerConfig) -> int:
     # GIL after each system call while one runs; 0.5 ms keeps other clients' requests flowing.
     sys.setswitchinterval(0.0005)
 
-    broker = Broker(config)
+    node: Broker | ClusterProcess = Broker(config) if config.get("cluster.brokers") <= 1 else ClusterProcess(config)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()
+    await node.start()
     await stop.wait()
-    await broker.stop()
+    await node.stop()
     return 0
 
 
@@ -65,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logs.configure(cache=False)  # provisional, so warnings about the configuration are rendered too
     try:
-        config = BrokerConfig.load(args.config or args.config_file, args.override)
+        overrides = [*args.override, *([f"cluster.brokers={args.brokers}"] if args.brokers is not None else [])]
+        config = BrokerConfig.load(args.config or args.config_file, overrides)
+        if config.get("cluster.brokers") < 1:
+            raise ValueError("cluster.brokers (--brokers) must be at least 1")
         config.validate_listeners()
     except (OSError, ValueError) as e:
         print(f"pykafka-broker: configuration error: {e}", file=sys.stderr)

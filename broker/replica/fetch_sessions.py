@@ -113,6 +113,8 @@ class PartitionFetch:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
+    last_fetched_epoch: int = -1  # v12+ (a follower's)
+    log_start_offset: int = -1  # a follower's
 
 
 @dataclass(slots=True)

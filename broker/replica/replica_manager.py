@@ -44,10 +44,12 @@ ISOLATION_READ_COMMITTED = 1
 class ProduceResult:
     error: ErrorCode = ErrorCode.NONE
     base_offset: int = -1
+    last_offset: int = -1  # acks=all waits for the high watermark to pass it
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+    current_leader: tuple[int, int] | None = None  # KIP-951: with NOT_LEADER_OR_FOLLOWER
 
 
 @dataclass(slots=True)
@@ -58,6 +60,8 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     records: bytes | memoryview | FileRegion | None = None
     aborted: list[tuple[int, int]] | None = None
+    diverging_epoch: tuple[int, int] | None = None  # a follower's log left ours here (epoch, end offset)
+    current_leader: tuple[int, int] | None = None  # KIP-951: with NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
 
 
 class ReplicaManager:
@@ -75,10 +79,29 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         return plog
 
+    def leader_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker leads (getPartitionOrException + leader check):
+        NOT_LEADER_OR_FOLLOWER when another broker leads it (or nobody does)."""
+        reg = self.broker.metadata.partition(topic, partition)
+        if reg is not None and reg.leader != self.broker.node_id:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"Leader not local for partition {topic}-{partition} on broker {self.broker.node_id}")
+        return self.partition_log(topic, partition)
+
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's leader epoch in the cluster metadata (0 on a single node)."""
         reg = self.broker.metadata.partition(topic, partition)
         return reg.leader_epoch if reg is not None else 0
+
+    def current_leader_if(self, error: BaseException, topic: str, partition: int) -> tuple[int, int] | None:
+        """KIP-951: the leader (id, epoch) the metadata names, for an answer that sends a client
+        elsewhere (-1, -1 when the partition has no live leader)."""
+        if error_code_of(error) not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+            return None
+        reg = self.broker.metadata.partition(topic, partition)
+        if reg is None or not self.broker.brokers.alive(reg.leader):
+            return -1, -1
+        return reg.leader, reg.leader_epoch
 
     def check_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int | None) -> None:
         """Partition.checkCurrentLeaderEpoch: a client ahead of our epoch is UNKNOWN_LEADER_EPOCH, one
@@ -106,6 +129,7 @@ class ReplicaManager:
         records: bytes | memoryview | None,
         *,
         api_version: int,
+        acks: int = 1,
         transactional_id: str | None = None,
         internal: bool = False,
         validated: tuple[bytearray | memoryview, list[rec.BatchInfo]] | BaseException | None = None,
@@ -119,7 +143,7 @@ class ReplicaManager:
         list (sequence, epoch, transaction errors), which carry the partition's log start offset.
         """
         try:
-            plog = self.partition_log(topic, partition)
+            plog = self.leader_log(topic, partition)
             if topic in INTERNAL_TOPICS and not internal:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
             if validated is None:
@@ -128,7 +152,7 @@ class ReplicaManager:
                 raise validated
         except KafkaError as e:
             self.broker.metrics.produce_failed(topic)
-            return ProduceResult(e.code, error_message=e.message)
+            return ProduceResult(e.code, error_message=e.message, current_leader=self.current_leader_if(e, topic, partition))
         try:
             if validated is None:
                 batches = validate_batch(buf, plog.config.max_message_bytes, plog.config.compact, topic, partition)
@@ -137,6 +161,7 @@ class ReplicaManager:
             else:
                 buf, batches = validated
             buf, batches = _in_topic_codec(buf, batches, plog.config)
+            self.broker.replication.append_error(topic, partition, acks, plog)
             try:
                 # KIP-890: a transactional batch needs its partition in the producer's transaction.
                 guard = verify_produce(self.broker, plog, transactional_id, batches[0], api_version)
@@ -168,8 +193,9 @@ class ReplicaManager:
                            verify_transactions=verification_guard is not None,
                            verification_guard=verification_guard)
         self.wake(topic, partition)
+        self.broker.replication.maybe_increment_hw((topic, partition), plog)  # an ISR of one
         return ProduceResult(
-            ErrorCode.NONE, info.first_offset, info.log_append_time_ms, info.log_start_offset
+            ErrorCode.NONE, info.first_offset, info.last_offset, info.log_append_time_ms, info.log_start_offset
         )
 
     def append_internal(self, topic: str, partition: int, batch: bytearray) -> int:
@@ -181,6 +207,7 @@ class ReplicaManager:
         info = plog.append(batch, batches, leader_epoch=self.leader_epoch(topic, partition), now_ms=now,
                            log_append_time=False)
         self.wake(topic, partition)
+        self.broker.replication.maybe_increment_hw((topic, partition), plog)
         return info.first_offset
 
     # --- fetch -----------------------------------------------------------------------------
@@ -198,6 +225,7 @@ class ReplicaManager:
         try:
             plog = self.partition_log(topic, partition)
             self.check_leader_epoch(topic, partition, current_leader_epoch)
+            plog = self.leader_log(topic, partition)
             committed = isolation_level == ISOLATION_READ_COMMITTED
             hw = plog.high_watermark
             lso = last_stable_offset(plog)
@@ -214,7 +242,35 @@ class ReplicaManager:
             self.broker.metrics.fetch_failed(topic)
             # Kafka answers an errored partition with unknown (-1) offsets and no records; one
             # it does not host is built by KafkaApis with an empty (not null) aborted list.
-            return FetchPartitionResult(code, aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
+            return FetchPartitionResult(code, aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None,
+                                        current_leader=self.current_leader_if(e, topic, partition))
+
+    def read_for_follower(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
+                          last_fetched_epoch: int, log_start_offset: int, max_bytes: int,
+                          current_leader_epoch: int, min_one_message: bool) -> FetchPartitionResult:
+        """A follower's fetch (Partition.fetchRecords with a replica id): its position first (the
+        diverging epoch if its log left ours, KIP-320), then what it lacks up to our log end; the
+        fetch offset tells the leader what the follower holds (ISR, high watermark)."""
+        try:
+            plog = self.partition_log(topic, partition)
+            self.check_leader_epoch(topic, partition, current_leader_epoch)
+            plog = self.leader_log(topic, partition)
+            if last_fetched_epoch >= 0:
+                epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
+                if epoch < last_fetched_epoch or end < fetch_offset:
+                    return FetchPartitionResult(ErrorCode.NONE, plog.high_watermark, plog.last_stable_offset,
+                                                plog.log_start_offset, b"", diverging_epoch=(epoch, end))
+            if fetch_offset > plog.log_end_offset or fetch_offset < plog.log_start_offset:
+                return FetchPartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, plog.log_start_offset)
+            self.broker.replication.follower_fetched(topic, partition, replica_id, fetch_offset, log_start_offset, plog)
+            result = plog.read(fetch_offset, max_bytes, plog.log_end_offset, min_one_message, zero_copy=True)
+            return FetchPartitionResult(ErrorCode.NONE, plog.high_watermark, plog.last_stable_offset,
+                                        plog.log_start_offset, result.records)
+        except Exception as e:  # noqa: BLE001
+            code = error_code_of(e)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("follower read failed", topic=topic, partition=partition, replica=replica_id)
+            return FetchPartitionResult(code)
 
     def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout: float) -> asyncio.Future:
         """A future resolved by the next append to any of ``partitions`` (or by the timeout)."""

@@ -12,12 +12,15 @@ call it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.net.inter_broker_client import InterBrokerClient
 from protocol import records as rec
 from protocol.errors import ErrorCode, error_code_of
+from protocol.messages import request_class
 from storage.producer.types import AppendOrigin
 
 if TYPE_CHECKING:
@@ -44,6 +47,9 @@ def write_txn_marker(
     plog = broker.log_manager.get(topic, partition)
     if plog is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    reg = broker.metadata.partition(topic, partition)
+    if reg is not None and reg.leader != broker.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
     now = broker.clock.now_ms()
     batch = rec.build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                     coordinator_epoch=coordinator_epoch, timestamp=now)
@@ -67,20 +73,65 @@ def write_txn_marker(
 
 
 class InProcessMarkerChannel:
-    """This node leads every partition: the WriteTxnMarkers leader path, called directly."""
+    """Markers to each partition's leader (Kafka's TransactionMarkerChannelManager): the
+    partitions this broker leads are written directly (the WriteTxnMarkers leader path, as on a
+    single node, where it leads them all); those led by another broker of the cluster go there in
+    a WriteTxnMarkers request over the wire. An unreachable leader answers the coordinator with a
+    retriable error, so it re-resolves the leader and tries again; the other partitions complete."""
 
     def __init__(self, broker: Services) -> None:
         self.broker = broker
+        self._clients: dict[int, InterBrokerClient] = {}
 
     def leader_known(self, tp: tuple[str, int]) -> bool:
-        info = self.broker.metadata.get(tp[0])
-        return info is not None and 0 <= tp[1] < info.partitions
+        reg = self.broker.metadata.partition(*tp)
+        return reg is not None and self.broker.brokers.alive(reg.leader)
 
     async def send(self, marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
-        return {
-            tp: write_txn_marker(
-                self.broker, tp[0], tp[1], marker.producer_id, marker.producer_epoch, marker.commit,
-                marker.coordinator_epoch, marker.transaction_version,
-            )
-            for tp in marker.partitions
-        }
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in marker.partitions:
+            reg = self.broker.metadata.partition(*tp)
+            leader = reg.leader if reg is not None else self.broker.node_id
+            by_leader.setdefault(leader, []).append(tp)
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for tp in by_leader.pop(self.broker.node_id, []):
+            out[tp] = write_txn_marker(self.broker, tp[0], tp[1], marker.producer_id, marker.producer_epoch,
+                                       marker.commit, marker.coordinator_epoch, marker.transaction_version)
+        for leader, tps in by_leader.items():
+            out.update(await self._send_remote(leader, marker, tps))
+        return out
+
+    async def _send_remote(self, leader: int, marker: TxnMarker, tps: list[tuple[str, int]]
+                           ) -> dict[tuple[str, int], ErrorCode]:
+        node = self.broker.brokers.node(leader)
+        if node is None or not self.broker.brokers.alive(leader):
+            return dict.fromkeys(tps, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        client = self._clients.get(leader)
+        if client is None:
+            host, port = node.advertised_endpoint(self.broker.replication.inter_broker_listener(), "127.0.0.1")
+            client = self._clients[leader] = InterBrokerClient(
+                host, port, client_id=f"broker-{self.broker.node_id}-txn-markers")
+        Request = request_class(27)
+        topics: dict[str, list[int]] = {}
+        for topic, partition in tps:
+            topics.setdefault(topic, []).append(partition)
+        request = Request(markers=[Request.WritableTxnMarker(
+            producer_id=marker.producer_id, producer_epoch=marker.producer_epoch, transaction_result=marker.commit,
+            topics=[Request.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in topics.items()],
+            coordinator_epoch=marker.coordinator_epoch, transaction_version=marker.transaction_version)])
+        try:
+            response = await client.send(request, 2)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
+            log.info("WriteTxnMarkers to the leader failed; will retry", leader=leader, error=str(e) or type(e).__name__)
+            return dict.fromkeys(tps, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        out = dict.fromkeys(tps, ErrorCode.UNKNOWN_SERVER_ERROR)
+        for m in response.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    out[(t.name, p.partition_index)] = ErrorCode(p.error_code)
+        return out
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()

@@ -126,6 +126,9 @@ class PartitionLog:
         self._bases = [s.base_offset for s in segments]
         self._active = segments[-1]
         self._leo = self._active.next_offset
+        # None: the high watermark follows the log end (one replica: whatever is appended is
+        # committed). A replicated partition's leader and followers set it (track_high_watermark).
+        self._hw: int | None = None
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self.epoch_cache = epoch_cache
@@ -203,8 +206,35 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        """Single replica: everything appended is committed."""
-        return self._leo
+        """The offset below which every record is on every in-sync replica (the log end offset
+        while the log is not replicated)."""
+        return self._leo if self._hw is None else self._hw
+
+    @property
+    def replicated(self) -> bool:
+        return self._hw is not None
+
+    def track_high_watermark(self, offset: int) -> None:
+        """From now on the high watermark is set by replication, starting at ``offset`` (the
+        checkpointed one), never above the log end or below the log start."""
+        self._hw = max(min(offset, self._leo), self._log_start_offset)
+
+    def follow_high_watermark(self) -> None:
+        """Back to one replica: the high watermark follows the log end again."""
+        self._hw = None
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """UnifiedLog.maybeIncrementHighWatermark (the leader): only forward, never past the end."""
+        offset = min(offset, self._leo)
+        if self._hw is None or offset <= self._hw:
+            return False
+        self._hw = offset
+        return True
+
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        """A follower takes min(leader's high watermark, its own log end) after each fetch."""
+        if self._hw is not None:
+            self._hw = max(min(leader_hw, self._leo), self._log_start_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -355,6 +385,58 @@ class PartitionLog:
         if self._leo - self._recovery_point >= self.config.flush_messages:
             self.flush()
         return result
+
+    def append_as_follower(self, buf: bytearray | memoryview, batches: Sequence[BatchInfo],
+                           now_ms: int | None = None) -> AppendResult:
+        """Batches fetched from the leader (UnifiedLog.appendAsFollower): offsets, leader epochs and
+        timestamps are the leader's and kept; they must start at this log's end. The producer state,
+        the aborted-transaction index and the epoch cache follow what the leader wrote."""
+        if not batches:
+            raise ValueError("append of no batches")
+        self.check_online()
+        now = now_ms if now_ms is not None else self.clock.now_ms()
+        first_pos = batches[0].position
+        end_pos = batches[-1].position + batches[-1].size
+        first_offset = batches[0].base_offset
+        if first_offset != self._leo:
+            raise ValueError(f"follower append to {self.topic}-{self.partition} at offset {first_offset}, "
+                             f"log end offset {self._leo}")
+        next_offset = first_offset
+        max_ts = NO_TIMESTAMP
+        num = 0
+        for b in batches:
+            if b.base_offset != next_offset:
+                raise ValueError(f"out of order offsets from the leader: {b.base_offset}, expected {next_offset}")
+            next_offset = b.base_offset + b.last_offset_delta + 1
+            num += b.records_count
+            max_ts = max(max_ts, b.max_timestamp)
+        if self.producer_state is not None:
+            self.producer_state.before_append(buf, batches, AppendOrigin.REPLICATION, TV_UNKNOWN, False, None)
+        last_offset = next_offset - 1
+        seg = self._active
+        if seg.should_roll(max_segment_bytes=self.config.segment_size, max_segment_ms=self.config.max_segment_ms,
+                           messages_size=end_pos - first_pos, max_timestamp_in_messages=max_ts,
+                           max_offset_in_messages=last_offset, now_ms=now):
+            seg = self.roll(expected_next_offset=first_offset, now_ms=now)
+        data = memoryview(buf)[first_pos:end_pos] if (first_pos or end_pos != len(buf)) else buf
+        try:
+            seg.append(data, batches)
+        except SegmentInconsistent as e:
+            self.go_offline(str(e))
+            raise
+        self._leo = next_offset
+        try:
+            for b in batches:  # the epoch cache follows the leader's epochs
+                if b.partition_leader_epoch >= 0 and self.epoch_cache.latest_epoch != b.partition_leader_epoch:
+                    self.epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
+            if self.producer_state is not None:
+                self.producer_state.after_append(self, last_offset)
+        except Exception as e:
+            self.go_offline(f"state update after a follower append failed: {e}")
+            raise KafkaStorageError(str(e)) from e
+        if self._leo - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(first_offset, last_offset, -1, self._log_start_offset, num)
 
     def _segments_deleted(self, base_offsets: list[int]) -> None:
         if self.producer_state is not None:
@@ -592,6 +674,8 @@ class PartitionLog:
         self._active.truncate_to(offset, now)
         self._leo = self._active.next_offset
         self.epoch_cache.truncate_from_end(self._leo)
+        if self._hw is not None:
+            self._hw = min(self._hw, self._leo)
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self._recovery_point = min(self._recovery_point, self._leo)
         log.info("log_truncated", topic=self.topic, partition=self.partition, log_end_offset=self._leo)
@@ -617,6 +701,8 @@ class PartitionLog:
         self._leo = new_offset
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
+        if self._hw is not None:
+            self._hw = new_offset
         self._dir_dirty = True
         self.epoch_cache.clear()
         log.info("log_truncated_fully", topic=self.topic, partition=self.partition, new_offset=new_offset)

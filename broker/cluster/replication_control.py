@@ -1,0 +1,201 @@
+"""The controller's half of replication: Kafka's ReplicationControlManager for brokers in one process.
+
+It places new partitions (StripedReplicaPlacer), and every later change of a partition — a broker
+fenced or unfenced, an AlterPartition from a leader shrinking or growing its ISR, an ElectLeaders
+request — goes through ``PartitionChangeBuilder``, is written to the cluster metadata (durable
+before anyone acts on it) and is then handed to every running broker, which becomes leader or
+follower as the new registration says (Kafka's metadata publisher and ReplicaManager.applyDelta).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+import structlog
+
+from broker.cluster.brokers import BrokerRegistry
+from broker.cluster.metadata import MetadataStore
+from broker.cluster.partition_change import (
+    NO_LEADER,
+    Election,
+    LeaderRecoveryState,
+    PartitionChangeBuilder,
+    PartitionRegistration,
+)
+from broker.cluster.placement import UsableBroker, place
+from protocol.errors import ErrorCode, KafkaError
+
+log = structlog.get_logger(__name__)
+
+
+class PartitionPublisher(Protocol):
+    """A broker that applies metadata changes (ReplicaManager.applyDelta, LogManager)."""
+
+    def on_partition_change(self, topic: str, partition: int, old: PartitionRegistration | None,
+                            new: PartitionRegistration) -> None: ...
+
+    def on_partitions_created(self, topic: str, partitions: range) -> None: ...
+
+    def on_topic_deleted(self, topic: str) -> None: ...
+
+    def on_topic_configs(self, topic: str) -> None: ...
+
+
+class TopicSettings(Protocol):
+    """What the controller reads of a topic's effective configs."""
+
+    def min_insync_replicas(self, topic: str) -> int: ...
+
+    def unclean_leader_election(self, topic: str) -> bool: ...
+
+    def elr_enabled(self) -> bool: ...
+
+
+class ReplicationControl:
+    def __init__(self, metadata: MetadataStore, brokers: BrokerRegistry, settings: TopicSettings,
+                 rng: random.Random | None = None) -> None:
+        self.metadata = metadata
+        self.brokers = brokers
+        self.settings = settings
+        self.rng = rng or random.Random()
+        self.publishers: list[PartitionPublisher] = []
+
+    # --- new partitions -----------------------------------------------------------------------
+
+    def place(self, partitions: int, replication_factor: int) -> list[PartitionRegistration]:
+        """Registrations of new partitions: every replica in the ISR, the first live one leading."""
+        usable = [UsableBroker(i, _rack(self.brokers, i), not self.brokers.alive(i)) for i in self.brokers.all_ids()]
+        return [PartitionRegistration.new(replicas, self.brokers.alive)
+                for replicas in place(usable, partitions, replication_factor, self.rng)]
+
+    def assigned(self, assignments: list[list[int]]) -> list[PartitionRegistration]:
+        """Registrations of partitions whose replicas a CreateTopics/CreatePartitions request chose
+        (validateManualPartitionAssignment's checks)."""
+        for replicas in assignments:
+            if not replicas:
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 "The manual partition assignment includes an empty replica list.")
+            for r in replicas:
+                if not self.brokers.registered(r):
+                    raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                     f"The manual partition assignment includes broker {r}, but no such broker is "
+                                     "registered.")
+                if replicas.count(r) > 1:
+                    raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                     f"The manual partition assignment includes the broker {r} more than once.")
+            if len(replicas) != len(assignments[0]):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 "All partitions in the manual partition assignment must have the same replication "
+                                 "factor.")
+        return [PartitionRegistration.new(replicas, self.brokers.alive) for replicas in assignments]
+
+    # --- changes --------------------------------------------------------------------------------
+
+    def _builder(self, topic: str, reg: PartitionRegistration, acceptable: Callable[[int], bool]
+                 ) -> PartitionChangeBuilder:
+        min_isr = min(self.settings.min_insync_replicas(topic), len(reg.replicas))  # getTopicEffectiveMinIsr
+        election = Election.UNCLEAN if self.settings.unclean_leader_election(topic) else Election.ONLINE
+        return PartitionChangeBuilder(reg, acceptable, min_isr, elr_enabled=self.settings.elr_enabled(),
+                                      election=election)
+
+    def _apply(self, topic: str, partition: int, builder: PartitionChangeBuilder, why: str) -> PartitionRegistration:
+        old = builder.partition
+        change = builder.build()
+        if change is None:
+            return old
+        new = old.merge(change)
+        self.metadata.set_partition(topic, partition, new)
+        log.info("partition changed", topic=topic, partition=partition, why=why, leader=new.leader,
+                 leader_epoch=new.leader_epoch, isr=list(new.isr), elr=list(new.elr) or None)
+        for publisher in list(self.publishers):
+            publisher.on_partition_change(topic, partition, old, new)
+        return new
+
+    def _partitions(self) -> Iterator[tuple[str, int, PartitionRegistration]]:
+        for info in list(self.metadata.topics.values()):
+            for p, reg in enumerate(info.registrations):
+                yield info.name, p, reg
+
+    def broker_fenced(self, node_id: int) -> None:
+        """handleBrokerFenced: out of every ISR; its partitions get new leaders from the rest."""
+        with self.metadata.batch():
+            for topic, p, reg in self._partitions():
+                if node_id not in reg.isr and reg.leader != node_id:
+                    continue
+                b = self._builder(topic, reg, lambda r: r != node_id and self.brokers.alive(r))
+                b.target_isr = [r for r in reg.isr if r != node_id]
+                self._apply(topic, p, b, f"broker {node_id} fenced")
+
+    def broker_unfenced(self, node_id: int) -> None:
+        """handleBrokerUnfenced: partitions without a leader elect one, this broker included."""
+        with self.metadata.batch():
+            for topic, p, reg in self._partitions():
+                if reg.leader != NO_LEADER:
+                    continue
+                b = self._builder(topic, reg, lambda r: r == node_id or self.brokers.alive(r))
+                self._apply(topic, p, b, f"broker {node_id} unfenced")
+
+    def alter_partition(self, topic: str, partition: int, leader: int, leader_epoch: int, partition_epoch: int,
+                        new_isr: list[int], leader_recovery: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+                        ) -> tuple[ErrorCode, PartitionRegistration | None]:
+        """AlterPartition from a leader (validateAlterPartitionData, then the change)."""
+        reg = self.metadata.partition(topic, partition)
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if leader != reg.leader:
+            return ErrorCode.INVALID_REQUEST, reg
+        if leader_epoch != reg.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH, reg
+        if partition_epoch != reg.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION, reg
+        if leader not in new_isr or any(r not in reg.replicas for r in new_isr):
+            return ErrorCode.INVALID_REQUEST, reg
+        if leader_recovery is LeaderRecoveryState.RECOVERING and len(new_isr) > 1:
+            return ErrorCode.INVALID_REQUEST, reg
+        if any(r not in reg.isr and not self.brokers.alive(r) for r in new_isr):
+            return ErrorCode.INELIGIBLE_REPLICA, reg
+        b = self._builder(topic, reg, self.brokers.alive)
+        b.target_isr = list(new_isr)
+        b.target_leader_recovery = leader_recovery
+        return ErrorCode.NONE, self._apply(topic, partition, b, "AlterPartition")
+
+    def elect(self, topic: str, partition: int, election: Election) -> ErrorCode:
+        """ElectLeaders for one partition: ELECTION_NOT_NEEDED when the leader would stay,
+        PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when none can lead."""
+        reg = self.metadata.partition(topic, partition)
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if election is Election.PREFERRED and reg.leader == reg.replicas[0]:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        if election is Election.UNCLEAN and reg.leader != NO_LEADER:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        b = self._builder(topic, reg, self.brokers.alive)
+        b.election = election
+        new = self._apply(topic, partition, b, f"ElectLeaders ({election.value})")
+        if election is Election.PREFERRED and new.leader != reg.replicas[0]:
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        if new.leader == NO_LEADER:
+            return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    def move_leader(self, topic: str, partition: int, node_id: int) -> ErrorCode:
+        """Make ``node_id`` the leader (a test's topology action, librdkafka's "set partition
+        leader"): an election in which only it may lead; it must be a live ISR member."""
+        reg = self.metadata.partition(topic, partition)
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if node_id not in reg.isr or not self.brokers.alive(node_id):
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        if reg.leader == node_id:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        b = self._builder(topic, reg, lambda r: r == node_id)
+        b.election = Election.ONLINE
+        self._apply(topic, partition, b, f"leader moved to {node_id}")
+        return ErrorCode.NONE
+
+
+def _rack(brokers: BrokerRegistry, node_id: int) -> str | None:
+    node = brokers.node(node_id)
+    return node.rack if node is not None else None

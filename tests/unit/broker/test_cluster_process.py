@@ -1,0 +1,144 @@
+"""Three brokers in one process, through the wire with aiokafka: partitions led by different
+brokers, followers that replicate over Fetch, acks=all that waits for the ISR, a leader taken down
+mid-stream (clients fail over, no acknowledged record lost or doubled), and min.insync.replicas."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError as AIOKafkaError
+
+from broker.cluster_process import ClusterProcess
+from broker.config.broker_config import BrokerConfig
+from protocol.errors import ErrorCode, KafkaError
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def _cluster(tmp_path: Path, **overrides: str) -> ClusterProcess:
+    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
+                           "cluster.brokers": "3", "group.initial.rebalance.delay.ms": "0",
+                           "replica.lag.time.max.ms": "2000", **overrides})
+    cluster = ClusterProcess(config)
+    await cluster.start()
+    return cluster
+
+
+def _bootstrap(cluster: ClusterProcess) -> str:
+    return ",".join(f"127.0.0.1:{b.bound_ports['PLAINTEXT']}" for b in cluster.running())
+
+
+async def _caught_up(cluster: ClusterProcess, topic: str, partitions: int, timeout: float = 10.0) -> None:
+    """Every running replica's log end equals its leader's, and the high watermark is there."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        ok = True
+        for p in range(partitions):
+            reg = cluster.shared.metadata.partition(topic, p)
+            assert reg is not None
+            leader = cluster.brokers[reg.leader].log_manager.get(topic, p)
+            for b in cluster.running():
+                plog = b.log_manager.get(topic, p)
+                if plog is not None and (plog.log_end_offset != leader.log_end_offset
+                                         or plog.high_watermark != leader.log_end_offset):
+                    ok = False
+        if ok:
+            return
+        assert asyncio.get_running_loop().time() < deadline, "replicas did not catch up"
+        await asyncio.sleep(0.05)
+
+
+async def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[tuple[int, bytes]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                auto_offset_reset="earliest", isolation_level="read_committed")
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        out: list[tuple[int, bytes]] = []
+        deadline = asyncio.get_running_loop().time() + 20
+        while len(out) < expected and asyncio.get_running_loop().time() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for tp, records in batch.items():
+                out.extend((tp.partition, r.value) for r in records)
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def test_three_brokers_replicate_and_survive_a_leader_going_down(tmp_path: Path) -> None:
+    cluster = await _cluster(tmp_path)
+    try:
+        b1 = cluster.brokers[1]
+        info = b1.controller.create_topic("orders", 3, 3, {"min.insync.replicas": "2"})
+        assert info is not None
+        regs = info.registrations
+        assert sorted(r.leader for r in regs) == [1, 2, 3]  # one partition led by each broker
+        for b in cluster.running():  # every broker has a replica of every partition
+            assert all(b.log_manager.get("orders", p) is not None for p in range(3))
+
+        producer = AIOKafkaProducer(bootstrap_servers=_bootstrap(cluster), acks="all", enable_idempotence=True,
+                                    request_timeout_ms=5000, retry_backoff_ms=50)
+        await producer.start()
+        try:
+            sent = []
+            for i in range(60):
+                value = f"v{i}".encode()
+                md = await producer.send_and_wait("orders", value, partition=i % 3)
+                sent.append((md.partition, md.offset, value))
+            await _caught_up(cluster, "orders", 3)
+
+            # the leader of partition 0 goes down in the middle of the stream
+            leader0 = cluster.shared.metadata.partition("orders", 0).leader
+            await cluster.stop_broker(leader0)
+            reg = cluster.shared.metadata.partition("orders", 0)
+            assert reg.leader != leader0 and reg.leader_epoch == 1 and leader0 not in reg.isr
+            for i in range(60, 120):
+                value = f"v{i}".encode()
+                md = await producer.send_and_wait("orders", value, partition=i % 3)
+                sent.append((md.partition, md.offset, value))
+        finally:
+            await producer.stop()
+
+        got = await _consume_all(_bootstrap(cluster), "orders", 3, len(sent))
+        assert sorted(got) == sorted((p, v) for p, _o, v in sent)  # every acknowledged record, once
+        for p in range(3):  # in order within each partition
+            assert [v for q, v in got if q == p] == [v for q, _o, v in sent if q == p]
+
+        # the broker comes back: it truncates what it must, catches up and rejoins the ISR
+        await cluster.start_broker(leader0)
+        await _caught_up(cluster, "orders", 3)
+        deadline = asyncio.get_running_loop().time() + 10
+        while leader0 not in cluster.shared.metadata.partition("orders", 0).isr:
+            assert asyncio.get_running_loop().time() < deadline, "the returning broker never rejoined the ISR"
+            await asyncio.sleep(0.05)
+    finally:
+        await cluster.stop()
+
+
+async def test_acks_all_needs_min_insync_replicas(tmp_path: Path) -> None:
+    cluster = await _cluster(tmp_path)
+    try:
+        b1 = cluster.brokers[1]
+        b1.controller.create_topic("strict", -1, -1, {"min.insync.replicas": "2"},
+                                   assignments=[[1, 2, 3]])
+        await cluster.stop_broker(3)
+        await cluster.stop_broker(2)
+        assert cluster.shared.metadata.partition("strict", 0).isr == (1,)
+        plog = b1.log_manager.get("strict", 0)
+        with pytest.raises(KafkaError) as e:
+            b1.replication.append_error("strict", 0, -1, plog)
+        assert e.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+        producer = AIOKafkaProducer(bootstrap_servers=_bootstrap(cluster), acks="all", request_timeout_ms=3000,
+                                    retry_backoff_ms=100)
+        await producer.start()
+        try:
+            with pytest.raises(AIOKafkaError):
+                await asyncio.wait_for(producer.send_and_wait("strict", b"x", partition=0), 6)
+        finally:
+            await producer.stop()
+        assert plog.log_end_offset == 0  # refused before the append: nothing written
+    finally:
+        await cluster.stop()
