@@ -194,7 +194,8 @@ class Broker:
         await self.group_coordinator.start()
         self.shutdown_hooks.append(lambda broker: broker.group_coordinator.shutdown())
         # Transactions (issue 5): loads __transaction_state in the background; stopped first.
-        self.txn_coordinator = TransactionCoordinator(env, writer, InProcessMarkerChannel(self))
+        self.marker_channel = InProcessMarkerChannel(self)
+        self.txn_coordinator = TransactionCoordinator(env, writer, self.marker_channel)
         await self.txn_coordinator.start()
         self.shutdown_hooks.insert(0, lambda broker: broker.txn_coordinator.shutdown())
         for hook in self.startup_hooks:
@@ -309,6 +310,7 @@ class Broker:
                 self.replication_control.publishers.remove(self.replication)
             self.replication_control.broker_fenced(self.node_id)
             await self.replication.stop()
+            self.shared.members.pop(self.node_id, None)
         for task in self._periodic:
             task.cancel()
         for hook in self.shutdown_hooks:
@@ -316,6 +318,8 @@ class Broker:
                 await hook(self)
             except Exception:
                 log.exception("shutdown hook failed")
+        if self.shared is not None:
+            self.marker_channel.close()
         if self.log_manager.started:
             self.log_manager.shutdown()
         if self.shared is None:  # a process of several brokers folds its shared journal once

@@ -96,6 +96,7 @@ class ClusterProcess:
             return self.brokers[node_id]
         broker = Broker(broker_config(self.config, node_id, self.cluster_id), self.clock, self.shared)
         self.brokers[node_id] = broker
+        self.shared.members[node_id] = broker
         await broker.start()
         return broker
 

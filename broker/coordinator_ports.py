@@ -34,6 +34,10 @@ class BrokerCoordinatorEnv:
     def stopping(self) -> bool:
         return self._broker.stopping
 
+    @property
+    def elected(self) -> bool:
+        return self._broker.shared is not None
+
     def feature_level(self, name: str) -> int:
         return level(self._broker, name)
 
@@ -79,6 +83,14 @@ class BrokerPartitionWriter:
             info = plog.append(batch, batches, leader_epoch=epoch, now_ms=now, log_append_time=False)
         rm.wake(topic, partition)
         return info
+
+    async def committed(self, topic: str, partition: int, end_offset: int) -> ErrorCode:
+        replication = self._broker.replication
+        if not replication.needs_wait(topic, partition):
+            return ErrorCode.NONE
+        timeout_s = int(self._broker.config.get("offsets.commit.timeout.ms")) / 1000
+        errors = await replication.wait_for_acks({(topic, partition): end_offset}, timeout_s)
+        return errors.get((topic, partition), ErrorCode.NONE)
 
     def __repr__(self) -> str:
         return "BrokerPartitionWriter()"

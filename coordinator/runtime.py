@@ -62,6 +62,13 @@ class CoordinatorEnv(Protocol):
         """True once the broker has begun its shutdown."""
         ...
 
+    @property
+    def elected(self) -> bool:
+        """True when this broker owns a coordinator partition only while it leads it (one of
+        several brokers: ``on_election`` / ``on_resignation``); False on a single node, which owns
+        every partition from the start."""
+        ...
+
     def feature_level(self, name: str) -> int:
         """The finalized level of a feature (``transaction.version``, ``group.version``)."""
         ...
@@ -92,6 +99,13 @@ class PartitionWriter(Protocol):
                verification_guard: object | None = None) -> AppendResult:
         """Append a batch the coordinator built, as the partition's leader (origin COORDINATOR for a
         transactional one, checked against ``verification_guard`` when given); raises KafkaError."""
+        ...
+
+    async def committed(self, topic: str, partition: int, end_offset: int) -> ErrorCode:
+        """Wait until every in-sync replica holds the partition up to ``end_offset`` (Kafka's
+        coordinators answer once their write is replicated: acks=all). NONE at once for a
+        partition with one replica; REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS(_AFTER_APPEND) or
+        NOT_LEADER_OR_FOLLOWER as a produce with acks=all would get."""
         ...
 
 

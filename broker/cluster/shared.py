@@ -5,7 +5,8 @@ brokers ever give out the same producer id). A single broker builds its own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker.cluster.brokers import BrokerRegistry
 from broker.cluster.metadata import MetadataStore
@@ -15,6 +16,9 @@ from broker.config.features import ELR_VERSION
 from coordinator.producer_ids import ProducerIdManager
 from storage.log_config import LogConfig
 
+if TYPE_CHECKING:
+    from broker.services import Services
+
 
 @dataclass(slots=True)
 class SharedCluster:
@@ -22,6 +26,8 @@ class SharedCluster:
     brokers: BrokerRegistry
     replication_control: ReplicationControl
     producer_ids: ProducerIdManager | None = None  # built once the metadata dir is locked
+    # the running brokers by id, for what brokers of one process ask each other directly
+    members: dict[int, Services] = field(default_factory=dict)
 
 
 class ConfiguredTopicSettings(TopicSettings):

@@ -64,6 +64,9 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         if not gid:
             out.append(_error(gid, ErrorCode.INVALID_GROUP_ID, None))
             continue
+        if (error := gc.check(gid)) != ErrorCode.NONE:  # another broker coordinates it
+            out.append(_error(gid, error, None))
+            continue
         group = consumer.groups.get(gid)
         if group is None:
             message = f"Group {gid} is not a consumer group." if gid in manager.groups else f"Group {gid} not found."

@@ -28,8 +28,8 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, member_id=None,
                         member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     gc = ctx.broker.group_coordinator
-    if not gc.active:
-        return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=None,
+    if (error := gc.check(req.group_id)) != ErrorCode.NONE:
+        return Response(throttle_time_ms=0, error_code=error, member_id=None,
                         member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     owned = None if req.topic_partitions is None else {
         tp.topic_id: frozenset(tp.partitions) for tp in req.topic_partitions if tp.partitions}

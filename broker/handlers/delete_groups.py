@@ -24,6 +24,11 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     if not gc.active:
         results = [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in names]
     else:
-        results = gc.manager.delete_groups(names)
+        refused = {g: e for g in names if (e := gc.check(g)) != ErrorCode.NONE}  # another broker's groups
+        if not refused:
+            results = gc.manager.delete_groups(names)
+        else:
+            done = dict(gc.manager.delete_groups([g for g in names if g not in refused]))
+            results = [(g, refused[g] if g in refused else done[g]) for g in names]
     return Response(throttle_time_ms=0, results=[Result(group_id=g, error_code=e, error_message=None)
                                                     for g, e in results])

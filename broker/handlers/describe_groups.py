@@ -46,10 +46,13 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[RawRe
     if len(req.groups) > SLICE:
         return _describe_many(ctx, gc, list(req.groups), with_ops)
     described = gc.manager.describe_groups(list(req.groups), ctx.api_version)
-    return Response(throttle_time_ms=0, groups=[_entry(d, with_ops) for d in described])
+    return Response(throttle_time_ms=0, groups=[_entry(d, with_ops, gc) for d in described])
 
 
-def _entry(d: DescribedGroup, with_ops: bool) -> ApiMessage:
+def _entry(d: DescribedGroup, with_ops: bool, gc: GroupCoordinator) -> ApiMessage:
+    if (error := gc.check(d.group_id)) != ErrorCode.NONE:  # another broker coordinates it
+        return Described(error_code=error, group_id=d.group_id, group_state="", protocol_type="",
+                         protocol_data="", members=[])
     return Described(
         error_code=d.error,
         error_message=d.error_message,
@@ -72,7 +75,7 @@ async def _describe_many(ctx: RequestContext, gc: GroupCoordinator, group_ids: l
     entries: dict[str, ApiMessage] = {}
     for i in range(0, len(distinct), SLICE):
         for d in gc.manager.describe_groups(distinct[i:i + SLICE], ctx.api_version):
-            entries[d.group_id] = _entry(d, with_ops)
+            entries[d.group_id] = _entry(d, with_ops, gc)
         await asyncio.sleep(0)
     body = await asyncio.to_thread(_encode, ctx.api_version, group_ids, entries)
     return RawResponse([body], len(body))

@@ -18,8 +18,8 @@ Response = lazy_response(12)
 @api(12, (0, 4))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     gc = ctx.broker.group_coordinator
-    if not gc.active:
-        return Response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if (error := gc.check(req.group_id)) != ErrorCode.NONE:
+        return Response(throttle_time_ms=0, error_code=error)
     code = gc.manager.heartbeat(req.group_id, req.member_id,
                                 req.group_instance_id if ctx.api_version >= 3 else None, req.generation_id)
     return Response(throttle_time_ms=0, error_code=code)

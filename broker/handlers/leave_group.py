@@ -27,8 +27,8 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         members = [(m.member_id, m.group_instance_id, m.reason if v >= 5 else None) for m in req.members]
     gc = ctx.broker.group_coordinator
     results: list[tuple[str, str | None, ErrorCode]] = []  # (member id, group instance id, error)
-    if not gc.active:
-        top = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if (top := gc.check(req.group_id)) != ErrorCode.NONE:
+        pass
     else:
         top, results = gc.manager.leave_group(req.group_id, members)
     if v < 3:

@@ -19,6 +19,8 @@ for each of its partitions; offsets are still stored by topic name, as Kafka sto
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from coordinator.group.manager import CommitPartition
@@ -31,7 +33,7 @@ PartResp = TopicResp.OffsetCommitResponsePartition
 
 
 @api(8, (2, 10))
-def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     v = ctx.api_version
     broker = ctx.broker
     topics, unknown_ids = broker.metadata.named_by_id(req.topics) if v >= 10 else (req.topics, {})
@@ -44,10 +46,10 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     ]
     if to_commit:
         gc = broker.group_coordinator
-        if not gc.active:
+        if (error := gc.check(req.group_id)) != ErrorCode.NONE:
             for name, parts in to_commit:
                 for p in parts:
-                    errors[(name, p.partition)] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                    errors[(name, p.partition)] = error
         else:
             errors.update(gc.manager.commit_offsets(
                 req.group_id,
@@ -58,6 +60,20 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
                 to_commit,
                 v,
             ))
+            if broker.shared is not None and ErrorCode.NONE in errors.values():
+                return _after_replication(ctx, req, errors)
+    return _response(req, errors, v)
+
+
+async def _after_replication(ctx: RequestContext, req: ApiMessage, errors: dict) -> ApiMessage:
+    """Among several brokers, the commit is answered once its partition's ISR holds it."""
+    code = await ctx.broker.group_coordinator.replicated(req.group_id)
+    if code != ErrorCode.NONE:
+        errors = {k: code if e == ErrorCode.NONE else e for k, e in errors.items()}
+    return _response(req, errors, ctx.api_version)
+
+
+def _response(req: ApiMessage, errors: dict, v: int) -> ApiMessage:
     return Response(
         throttle_time_ms=0,
         topics=[

@@ -24,8 +24,8 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     errors, found = broker.metadata.split_known_partitions(req.topics)
     known = [(name, [p.partition_index for p in parts]) for name, parts in found]
     gc = broker.group_coordinator
-    if not gc.active:
-        return Response(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, throttle_time_ms=0, topics=[])
+    if (error := gc.check(req.group_id)) != ErrorCode.NONE:
+        return Response(error_code=error, throttle_time_ms=0, topics=[])
     top, results = gc.manager.delete_offsets(req.group_id, known)
     if top != ErrorCode.NONE:
         return Response(error_code=top, throttle_time_ms=0, topics=[])

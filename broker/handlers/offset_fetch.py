@@ -42,8 +42,8 @@ def fetch_group(ctx: RequestContext, group_id: str | None, requested: Requested 
     """(group error, [(topic, [FetchedPartition])]) for one requested group (none on a group
     error); ``member`` (v9+: member id and epoch) is checked by a consumer group."""
     gc = ctx.broker.group_coordinator
-    if not gc.active:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    if (error := gc.check(group_id or "")) != ErrorCode.NONE:
+        return error, []
     return gc.manager.fetch_offsets(group_id, requested, require_stable, *member)
 
 

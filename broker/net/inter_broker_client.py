@@ -28,6 +28,12 @@ class InterBrokerClient:
         self._correlation = 0
         self._lock = asyncio.Lock()
 
+    def retarget(self, host: str, port: int) -> None:
+        """The broker now listens elsewhere (it came back on a new port): reconnect there."""
+        if (host, port) != (self.host, self.port):
+            self.close()
+            self.host, self.port = host, port
+
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._writer is None or self._writer.is_closing() or self._reader is None:
             self._reader, self._writer = await asyncio.wait_for(

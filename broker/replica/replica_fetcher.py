@@ -57,13 +57,13 @@ class ReplicaFetcher:
         self.partitions.pop((topic, partition), None)
 
     async def stop(self) -> None:
+        # The loop also ends on its own once it sees no partitions: a cancellation that
+        # asyncio.wait_for swallows (its inner read finishing at the same moment) cannot keep it going.
+        self.partitions.clear()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+            await asyncio.wait([task], timeout=5)
         self.client.close()
 
     # --- the loop -------------------------------------------------------------------------------
@@ -82,6 +82,9 @@ class ReplicaFetcher:
             except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
                 log.info("replica fetch failed; retrying", leader=self.leader_id, error=str(e) or type(e).__name__)
                 await asyncio.sleep(BACKOFF_S)
+                endpoint = self.broker.replication.endpoint_of(self.leader_id)
+                if endpoint is not None:  # a leader that came back listens on its new port
+                    self.client.retarget(*endpoint)
             except Exception:  # noqa: BLE001 - a bug must not end replication silently
                 log.exception("replica fetcher failed; retrying", leader=self.leader_id)
                 await asyncio.sleep(BACKOFF_S)

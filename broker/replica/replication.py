@@ -17,6 +17,8 @@ import structlog
 from broker.cluster.partition_change import NO_LEADER, PartitionRegistration
 from broker.replica.isr import LeaderReplicas
 from broker.replica.replica_fetcher import ReplicaFetcher
+from coordinator.group.coordinator import OFFSETS_TOPIC
+from coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ class Replication:
         key = (topic, partition)
         local = self.broker.node_id
         plog = self.broker.log_manager.get(topic, partition)
+        self._coordinator_partition(topic, partition, reg.leader == local and plog is not None, reg.leader_epoch)
         if local not in reg.replicas or plog is None:
             self._stop_following(key)
             self.leaders.pop(key, None)
@@ -91,6 +94,17 @@ class Replication:
             self._become_leader(key, plog, reg)
         else:
             self._become_follower(key, plog, reg)
+
+    def _coordinator_partition(self, topic: str, partition: int, leader: bool, epoch: int) -> None:
+        """A coordinator topic's partition follows its leadership (onElection / onResignation)."""
+        if self.broker.shared is None:
+            return
+        if topic == OFFSETS_TOPIC:
+            gc = self.broker.group_coordinator
+            gc.on_election(partition, epoch) if leader else gc.on_resignation(partition)
+        elif topic == TRANSACTION_STATE_TOPIC:
+            txn = self.broker.txn_coordinator
+            txn.on_election(partition, epoch) if leader else txn.on_resignation(partition)
 
     def _start_tracking(self, key: TopicPartition, plog: PartitionLog, reg: PartitionRegistration) -> None:
         if len(reg.replicas) > 1 and not plog.replicated:
@@ -123,14 +137,21 @@ class Replication:
             self._wake_hw(key)  # parked acks=all produces answer NOT_LEADER_OR_FOLLOWER
         if reg.leader == NO_LEADER:
             return
+        endpoint = self.endpoint_of(reg.leader)
+        if endpoint is None:
+            return
         fetcher = self.fetchers.get(reg.leader)
         if fetcher is None:
-            node = self.broker.brokers.node(reg.leader)
-            if node is None:
-                return
-            host, port = node.advertised_endpoint(self.inter_broker_listener(), "127.0.0.1")
-            fetcher = self.fetchers[reg.leader] = ReplicaFetcher(self.broker, reg.leader, host, port)
+            fetcher = self.fetchers[reg.leader] = ReplicaFetcher(self.broker, reg.leader, *endpoint)
+        fetcher.client.retarget(*endpoint)
         fetcher.add(key[0], key[1], reg.leader_epoch)
+
+    def endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where broker ``node_id`` listens for other brokers now (None when it is not running)."""
+        node = self.broker.brokers.node(node_id)
+        if node is None or not self.broker.brokers.alive(node_id):
+            return None
+        return node.advertised_endpoint(self.inter_broker_listener(), "127.0.0.1")
 
     def inter_broker_listener(self) -> str:
         config = self.broker.config

@@ -84,8 +84,9 @@ class InProcessMarkerChannel:
         self._clients: dict[int, InterBrokerClient] = {}
 
     def leader_known(self, tp: tuple[str, int]) -> bool:
-        reg = self.broker.metadata.partition(*tp)
-        return reg is not None and self.broker.brokers.alive(reg.leader)
+        """Whether the partition still exists (its markers are dropped otherwise); one whose leader
+        is down keeps its markers, retried until the leader is back."""
+        return self.broker.metadata.partition(*tp) is not None
 
     async def send(self, marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
         by_leader: dict[int, list[tuple[str, int]]] = {}
@@ -103,14 +104,14 @@ class InProcessMarkerChannel:
 
     async def _send_remote(self, leader: int, marker: TxnMarker, tps: list[tuple[str, int]]
                            ) -> dict[tuple[str, int], ErrorCode]:
-        node = self.broker.brokers.node(leader)
-        if node is None or not self.broker.brokers.alive(leader):
+        endpoint = self.broker.replication.endpoint_of(leader)
+        if endpoint is None:  # the leader is down: retried until it is back
             return dict.fromkeys(tps, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         client = self._clients.get(leader)
         if client is None:
-            host, port = node.advertised_endpoint(self.broker.replication.inter_broker_listener(), "127.0.0.1")
             client = self._clients[leader] = InterBrokerClient(
-                host, port, client_id=f"broker-{self.broker.node_id}-txn-markers")
+                *endpoint, client_id=f"broker-{self.broker.node_id}-txn-markers")
+        client.retarget(*endpoint)
         Request = request_class(27)
         topics: dict[str, list[int]] = {}
         for topic, partition in tps:

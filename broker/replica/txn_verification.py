@@ -36,10 +36,12 @@ from typing import TYPE_CHECKING
 
 from coordinator.txn.operations import SupportedOperation, produce_operation, supports_epoch_bump
 from coordinator.txn.state import TV_2
+from coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from broker.services import Services
+    from coordinator.txn.coordinator import TransactionCoordinator
     from protocol.records import BatchInfo
     from storage.log.partition_log import PartitionLog
     from storage.producer.manager import ProducerStateManager
@@ -57,6 +59,21 @@ def verification_enabled(broker: Services) -> bool:
     return value is True or str(value).lower() == "true"
 
 
+def coordinator_of(broker: Services, transactional_id: str | None) -> TransactionCoordinator | None:
+    """The transaction coordinator of ``transactional_id``: this broker's on a single node; among
+    several brokers, the one of the leader of its ``__transaction_state`` partition (Kafka's
+    AddPartitionsToTxnManager sends it the verification over the wire; brokers sharing a process
+    call it directly, with the same answers). None while that partition has no live leader."""
+    if broker.shared is None or transactional_id is None:
+        return broker.txn_coordinator
+    partition = broker.txn_coordinator.partition_for(transactional_id)
+    reg = broker.metadata.partition(TRANSACTION_STATE_TOPIC, partition)
+    member = broker.shared.members.get(reg.leader) if reg is not None else None
+    if member is None or member.stopping:
+        return None
+    return member.txn_coordinator
+
+
 def verify(
     broker: Services, plog: PartitionLog, transactional_id: str | None, producer_id: int, producer_epoch: int,
     base_sequence: int, operation: SupportedOperation,
@@ -67,9 +84,11 @@ def verify(
     skips verification when the coordinator does not support it), or the producer's transaction
     is already open on the partition.
     """
-    txn = broker.txn_coordinator
-    if txn is None or not verification_enabled(broker):
+    if not verification_enabled(broker):
         return ErrorCode.NONE, None
+    txn = coordinator_of(broker, transactional_id)
+    if txn is None:  # its coordinator's broker is down: the client retries
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     manager = producers(plog)
     if manager.has_ongoing_transaction(producer_id, producer_epoch):
         return ErrorCode.NONE, None
@@ -117,9 +136,11 @@ async def add_partitions(
     created and one AddPartitions (clientTransactionVersion TV2) goes to the coordinator.
     ``retry_concurrent`` is Produce's retry loop on CONCURRENT_TRANSACTIONS.
     """
-    txn = broker.txn_coordinator
-    if txn is None or transactional_id is None or not targets:
+    if transactional_id is None or not targets:
         return {}
+    txn = coordinator_of(broker, transactional_id)
+    if txn is None:  # its coordinator's broker is down: the client retries
+        return dict.fromkeys(targets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     config = broker.config
     backoff_s = int(config.get("add.partitions.to.txn.retry.backoff.ms")) / 1000
     retry_timeout_s = int(config.get("add.partitions.to.txn.retry.backoff.max.ms")) / 1000

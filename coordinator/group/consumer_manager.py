@@ -660,9 +660,21 @@ class ConsumerGroupManager:
             if member is not None:
                 group.put_member(self._rejoined(member))
 
-    def on_loaded(self) -> None:
+    def unload(self, group_ids: set[str]) -> None:
+        """Drop these consumer groups and their timers (their partition moved to another broker)."""
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                continue
+            for member_id in group.members:
+                self.timer.cancel(session_key(group_id, member_id))
+                self.timer.cancel(rebalance_key(group_id, member_id))
+
+    def on_loaded(self, only: set[str] | None = None) -> None:
         """Every loaded member must heartbeat within its session timeout."""
         for group in self.groups.values():
+            if only is not None and group.group_id not in only:
+                continue
             for member in group.members.values():
                 self._schedule_session(group.group_id, member.member_id)
                 self._maybe_schedule_rebalance_timeout(group.group_id, None, member)

@@ -24,7 +24,13 @@ import structlog
 from coordinator.group.consumer_manager import ConsumerGroupConfig
 from coordinator.group.group import JoinResult, SyncResult
 from coordinator.group.java_hash import partition_for
-from coordinator.group.manager import GroupConfig, GroupMetadataManager, JoinRequest, Record
+from coordinator.group.manager import (
+    GroupConfig,
+    GroupMetadataManager,
+    JoinRequest,
+    Record,
+    append_error_to_response_error,
+)
 from coordinator.group.offsets import NO_PRODUCER_ID
 from coordinator.group.records import RecordFormatError
 from protocol import records as batches
@@ -107,13 +113,17 @@ class GroupCoordinator:
                                             time_ms=env.clock.now_ms)
         self.active = False
         self._tasks: list[asyncio.Task] = []
+        # __consumer_offsets partitions this broker coordinates: all of them on a single node
+        # (None), those it leads among several brokers (on_election / on_resignation)
+        self.owned: set[int] | None = set() if env.elected else None
+        self.loading: set[int] = set()
 
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
         started = time.perf_counter()
         self.active = True
-        loaded = self._load()
+        loaded = self._load() if self.owned is None else 0
         self.manager.on_loaded()
         self._tasks.append(asyncio.create_task(self._expiry_loop(), name="group-offset-expiry"))
         self._tasks.append(asyncio.create_task(self._watch_stopping(), name="group-coordinator-stop-watch"))
@@ -153,6 +163,66 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
+    def check(self, group_id: str) -> ErrorCode:
+        """Whether this broker coordinates ``group_id`` now: COORDINATOR_NOT_AVAILABLE while
+        stopped, COORDINATOR_LOAD_IN_PROGRESS while its partition loads, NOT_COORDINATOR when
+        another broker leads that partition."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.owned is None:
+            return ErrorCode.NONE
+        partition = self.partition_for(group_id)
+        if partition in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self.owned:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Wait until the group's partition is replicated up to its current end (what this
+        coordinator wrote for the group so far); the error its clients answer otherwise."""
+        partition = self.partition_for(group_id)
+        plog = self.writer.log(OFFSETS_TOPIC, partition)
+        if plog is None:
+            return ErrorCode.NONE
+        code = await self.writer.committed(OFFSETS_TOPIC, partition, plog.log_end_offset)
+        return append_error_to_response_error(code) if code != ErrorCode.NONE else code
+
+    def on_election(self, partition: int, epoch: int) -> None:
+        """This broker now leads ``partition`` of ``__consumer_offsets`` (GroupCoordinator.
+        onElection): its groups and offsets load in the background."""
+        if self.owned is None or partition in self.owned or partition in self.loading:
+            return
+        self.loading.add(partition)
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.create_task(self._load_elected(partition), name=f"group-load-{partition}"))
+
+    async def _load_elected(self, partition: int) -> None:
+        await asyncio.sleep(0)
+        if partition not in self.loading or self.owned is None:
+            return  # resigned before the load ran
+        plog = self.writer.log(OFFSETS_TOPIC, partition)
+        try:
+            records = self._load_partition(partition, plog) if plog is not None else 0
+        except Exception:
+            log.exception("loading __consumer_offsets partition failed", partition=partition)
+            self.loading.discard(partition)
+            return
+        self.loading.discard(partition)
+        self.owned.add(partition)
+        self.manager.on_loaded(self.manager.groups_of_partition(partition))
+        log.info("group coordinator partition loaded", partition=partition, epoch=epoch_of(plog), records=records)
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker leads ``partition`` now (GroupCoordinator.onResignation)."""
+        if self.owned is None:
+            return
+        self.loading.discard(partition)
+        if partition in self.owned:
+            self.owned.discard(partition)
+            gone = self.manager.unload_partition(partition)
+            log.info("group coordinator partition unloaded", partition=partition, groups=gone)
+
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` on first use; COORDINATOR_NOT_AVAILABLE if that fails."""
         if self.writer.partitions(OFFSETS_TOPIC) is not None:
@@ -186,6 +256,8 @@ class GroupCoordinator:
             return self.writer.append(OFFSETS_TOPIC, partition, batch).first_offset
         except Exception as e:
             code = error_code_of(e)
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:  # the partition moved: the client finds its new coordinator
+                code = ErrorCode.NOT_COORDINATOR
             log.warning("group metadata write failed", group=group_id, partition=partition, error=code.name,
                         detail=str(e))
             raise KafkaError(code, str(e)) from None
@@ -201,9 +273,10 @@ class GroupCoordinator:
         return total
 
     def _load_partition(self, partition: int, plog: PartitionLog) -> int:
-        """Replay one partition from its log start to its high watermark."""
+        """Replay one partition from its log start to its end (CoordinatorLoaderImpl: a new
+        leader holds every record the last one wrote up to there)."""
         offset = plog.log_start_offset
-        end = plog.high_watermark
+        end = plog.log_end_offset
         count = 0
         while offset < end:
             result = plog.read(offset, LOAD_READ_BYTES, end, True)
@@ -251,8 +324,8 @@ class GroupCoordinator:
     # --- requests -------------------------------------------------------------------------------
 
     async def join_group(self, req: JoinRequest) -> JoinResult:
-        if not self.active:
-            return JoinResult(error=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id)
+        if (error := self.check(req.group_id)) != ErrorCode.NONE:
+            return JoinResult(error=error, member_id=req.member_id)
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         self.manager.join_group(req, _completer(fut))
         return await fut
@@ -267,8 +340,8 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: list[tuple[str, bytes]],
     ) -> SyncResult:
-        if not self.active:
-            return SyncResult(error=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if (error := self.check(group_id)) != ErrorCode.NONE:
+            return SyncResult(error=error)
         fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         self.manager.sync_group(group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
                                 assignments, _completer(fut))
@@ -281,3 +354,7 @@ def _completer(fut: asyncio.Future) -> Callable[[object], None]:
             fut.set_result(result)
 
     return complete
+
+
+def epoch_of(plog: PartitionLog | None) -> int:
+    return plog.leader_epoch if plog is not None else -1

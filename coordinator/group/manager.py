@@ -1199,14 +1199,43 @@ class GroupMetadataManager:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    def on_loaded(self) -> None:
-        """After loading: every loaded member must heartbeat within its session timeout."""
-        for group in self.groups.values():
+    def on_loaded(self, only: set[str] | None = None) -> None:
+        """After loading (``only`` these groups: one partition's): every loaded member must
+        heartbeat within its session timeout."""
+        for group in list(self.groups.values()):
+            if only is not None and group.group_id not in only:
+                continue
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
             if group.num_members > self.config.max_size:
                 self._prepare_rebalance(group, f"Freshly-loaded group {group.group_id} is over capacity")
-        self.consumer.on_loaded()
+        self.consumer.on_loaded(only)
+
+    def groups_of_partition(self, partition: int) -> set[str]:
+        """Every group id (classic, consumer, or with offsets only) kept in ``partition``."""
+        ids = set(self.groups) | set(self.consumer.groups) | set(self.offsets.committed)
+        ids.update(k[0] for entries in self.offsets.pending.values() for k in entries)
+        partition_of = self.partition_for
+        if partition_of is None:  # one partition holds everything (tests)
+            return ids
+        return {g for g in ids if partition_of(g) == partition}
+
+    def unload_partition(self, partition: int) -> int:
+        """GroupMetadataManager.removeGroupsForPartition: the partition's groups leave this broker;
+        their parked JoinGroup/SyncGroup answer NOT_COORDINATOR; returns how many groups left."""
+        gone = self.groups_of_partition(partition)
+        for group_id in gone:
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                group.complete_all_join(ErrorCode.NOT_COORDINATOR)
+                group.complete_all_sync(ErrorCode.NOT_COORDINATOR)
+                self.timer.cancel(join_key(group_id))
+                self.timer.cancel(sync_key(group_id))
+                for member_id in group.members:
+                    self.timer.cancel(heartbeat_key(group_id, member_id))
+        self.consumer.unload(gone)
+        self.offsets.unload(gone)
+        return len(gone)
 
     def unload(self) -> None:
         """Answer every parked JoinGroup/SyncGroup with NOT_COORDINATOR (shutdown)."""

@@ -61,6 +61,19 @@ class OffsetStore:
         # (group, topic, partition) -> producer ids with a pending commit there.
         self.open_transactions: dict[TopicPartitionKey, set[int]] = {}
 
+    def unload(self, groups: set[str]) -> None:
+        """Forget these groups' offsets, committed and pending (their partition moved away)."""
+        for group in groups:
+            self.committed.pop(group, None)
+        for producer_id in list(self.pending):
+            entries = self.pending[producer_id]
+            for key in [k for k in entries if k[0] in groups]:
+                del entries[key]
+            if not entries:
+                del self.pending[producer_id]
+        for key in [k for k in self.open_transactions if k[0] in groups]:
+            del self.open_transactions[key]
+
     # --- reads -----------------------------------------------------------------------------
 
     def get(self, group: str, topic: str, partition: int) -> OffsetAndMetadata | None:

@@ -93,6 +93,8 @@ def commit_transactional_offsets(
         return all_failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not group_id:
         return all_failed(ErrorCode.INVALID_GROUP_ID)
+    if (error := gc.check(group_id)) != ErrorCode.NONE:
+        return all_failed(error)
     manager = gc.manager
     group = manager.groups.get(group_id)
     consumer_group = manager.consumer.groups.get(group_id) if group is None else None

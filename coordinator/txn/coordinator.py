@@ -94,6 +94,8 @@ class TransactionCoordinator:
         started = time.perf_counter()
         records = 0
         for p in partitions:
+            if p not in self.state_manager.loading:
+                continue  # resigned before its turn came
             try:
                 records += self.state_manager.load_partition(p, self.markers.on_loaded_prepared)
             except Exception:
@@ -103,6 +105,27 @@ class TransactionCoordinator:
         log.info("transaction coordinator loaded", partitions=len(partitions), records=records,
                  transactional_ids=sum(len(e) for e in self.state_manager.cache.values()),
                  load_ms=round((time.perf_counter() - started) * 1000, 1))
+
+    # --- coordinator partitions moving between brokers ------------------------------------------
+
+    def on_election(self, partition: int, coordinator_epoch: int) -> None:
+        """This broker now leads ``partition`` of ``__transaction_state`` (TransactionCoordinator.
+        onElection): load it in the background (COORDINATOR_LOAD_IN_PROGRESS meanwhile); the
+        coordinator epoch is the partition's leader epoch; Prepare* transactions found get their
+        markers again."""
+        if partition in self.state_manager.cache and \
+                self.state_manager.coordinator_epochs.get(partition) == coordinator_epoch:
+            return
+        self.state_manager.unload_partition(partition)
+        self.state_manager.loading.add(partition)
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.create_task(self._load([partition]), name=f"txn-state-load-{partition}"))
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker leads ``partition`` now (TransactionCoordinator.onResignation)."""
+        dropped = self.state_manager.unload_partition(partition)
+        if dropped:
+            log.info("transaction state partition unloaded", partition=partition, transactional_ids=dropped)
 
     async def _every(self, interval_ms: int, fn) -> None:
         interval = max(interval_ms, 10) / 1000

@@ -125,6 +125,8 @@ class TransactionStateManager:
         except Exception as e:
             log.exception("could not create the transaction state topic")
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
+        if self.env.elected:  # each partition is loaded when this broker becomes its leader
+            return
         for p in range(self.num_partitions):
             self.cache.setdefault(p, {})
             self.coordinator_epochs.setdefault(p, self._leader_epoch(p))
@@ -178,13 +180,14 @@ class TransactionStateManager:
         flush settings, synchronously when ``flush.messages`` is 1)."""
         batch = batches.build_batch(records, timestamp=self.env.clock.now_ms())
         try:
-            self.writer.append(TRANSACTION_STATE_TOPIC, partition, batch)
+            result = self.writer.append(TRANSACTION_STATE_TOPIC, partition, batch)
         except KafkaError as e:
             return map_append_error(e.code)
         except Exception:  # noqa: BLE001 - a storage failure is a coordinator error, never a crash
             log.exception("transaction log append failed", partition=partition)
             return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
+        # answered once replicated (acks=all), so a new coordinator finds what this one said
+        return map_append_error(await self.writer.committed(TRANSACTION_STATE_TOPIC, partition, result.last_offset + 1))
 
     async def append_transaction_to_log(
         self,
@@ -224,8 +227,9 @@ class TransactionStateManager:
     # --- loading -------------------------------------------------------------------------------
 
     def start_loading(self) -> list[int]:
-        """Mark every existing partition as loading; ``load_partition`` each afterwards."""
-        if not self.topic_exists():
+        """Mark every existing partition as loading; ``load_partition`` each afterwards (a single
+        node; one of several brokers loads a partition when elected its leader)."""
+        if not self.topic_exists() or self.env.elected:
             return []
         parts = list(range(self.writer.partitions(TRANSACTION_STATE_TOPIC) or 0))
         self.loading.update(parts)
@@ -265,6 +269,14 @@ class TransactionStateManager:
             if metadata.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
                 on_prepared(epoch, metadata)
         return count
+
+    def unload_partition(self, partition: int) -> int:
+        """TransactionStateManager.removeTransactionsForTxnTopicPartition: another broker leads
+        the partition now; its ids answer NOT_COORDINATOR and pending markers stop here (the new
+        coordinator resumes them). Returns how many ids were dropped."""
+        self.loading.discard(partition)
+        self.coordinator_epochs.pop(partition, None)
+        return len(self.cache.pop(partition, {}))
 
     @staticmethod
     def _replay(

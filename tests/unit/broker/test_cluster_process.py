@@ -142,3 +142,61 @@ async def test_acks_all_needs_min_insync_replicas(tmp_path: Path) -> None:
         assert plog.log_end_offset == 0  # refused before the append: nothing written
     finally:
         await cluster.stop()
+
+
+async def _coordinator_of(cluster: ClusterProcess, topic: str, key_partition: int) -> int:
+    reg = cluster.shared.metadata.partition(topic, key_partition)
+    assert reg is not None
+    return reg.leader
+
+
+async def test_transactions_and_groups_survive_their_coordinators_going_down(tmp_path: Path) -> None:
+    """The transaction coordinator's broker and then the group coordinator's go down between
+    transactions: the clients find the new coordinators, which load the replicated state."""
+    cluster = await _cluster(tmp_path, **{"transaction.state.log.num.partitions": "3",
+                                          "offsets.topic.num.partitions": "3"})
+    try:
+        cluster.brokers[1].controller.create_topic("in", 2, 3, {"min.insync.replicas": "2"})
+        producer = AIOKafkaProducer(bootstrap_servers=_bootstrap(cluster), transactional_id="tx-1",
+                                    request_timeout_ms=5000, retry_backoff_ms=50)
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(5):
+                    await producer.send("in", f"a{i}".encode(), partition=i % 2)
+            txn_partition = cluster.brokers[1].txn_coordinator.partition_for("tx-1")
+            coordinator = await _coordinator_of(cluster, "__transaction_state", txn_partition)
+            await cluster.stop_broker(coordinator)
+            assert await _coordinator_of(cluster, "__transaction_state", txn_partition) != coordinator
+            async with producer.transaction():
+                for i in range(5):
+                    await producer.send("in", f"b{i}".encode(), partition=i % 2)
+        finally:
+            await producer.stop()
+        await cluster.start_broker(coordinator)
+
+        got = await _consume_all(_bootstrap(cluster), "in", 2, 10)
+        assert sorted(v for _p, v in got) == sorted([f"a{i}".encode() for i in range(5)]
+                                                    + [f"b{i}".encode() for i in range(5)])
+
+        consumer = AIOKafkaConsumer("in", bootstrap_servers=_bootstrap(cluster), group_id="g",
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            await consumer.getmany(timeout_ms=2000)
+            await consumer.commit({TopicPartition("in", 0): 3, TopicPartition("in", 1): 4})
+        finally:
+            await consumer.stop()
+        group_partition = cluster.brokers[1].group_coordinator.partition_for("g")
+        coordinator = await _coordinator_of(cluster, "__consumer_offsets", group_partition)
+        await cluster.stop_broker(coordinator)
+        consumer = AIOKafkaConsumer(bootstrap_servers=_bootstrap(cluster), group_id="g", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            committed = await consumer.committed(TopicPartition("in", 0)), await consumer.committed(
+                TopicPartition("in", 1))
+        finally:
+            await consumer.stop()
+        assert committed == (3, 4)  # the new coordinator loaded the replicated offsets
+    finally:
+        await cluster.stop()
