@@ -18,7 +18,8 @@ from tests.differential.wire import build
 KNOWN, UNKNOWN = uuid.UUID(int=1), uuid.UUID(int=2)
 
 
-def _ctx(version: int, group_coordinator=SimpleNamespace(active=False)):  # noqa: B008 - not mutated
+def _ctx(version: int, group_coordinator=SimpleNamespace(  # noqa: B008 - not mutated
+        active=False, check=lambda group_id: ErrorCode.COORDINATOR_NOT_AVAILABLE)):
     info = SimpleNamespace(name="t", topic_id=KNOWN, partitions=2)
     metadata = SimpleNamespace(by_id={KNOWN: info}, topics={"t": info},
                                name_of=lambda topic_id: info.name if topic_id == KNOWN else None)
@@ -49,7 +50,7 @@ def test_v10_known_ids_first_then_unknown_ones() -> None:
                                     for name, parts in requested]
 
     manager = Manager()
-    ctx = _ctx(10, SimpleNamespace(active=True, manager=manager))
+    ctx = _ctx(10, SimpleNamespace(active=True, manager=manager, check=lambda group_id: ErrorCode.NONE))
     resp = offset_fetch.handle(ctx, _request([dict(topic_id=UNKNOWN, partition_indexes=[3]),
                                               dict(topic_id=KNOWN, partition_indexes=[0, 1])]))
     (g,) = resp.groups

@@ -141,6 +141,7 @@ class FakeEnv:
                                        group_rebalanced=lambda *a: None)
         self.clock = SYSTEM_CLOCK
         self.stopping = False
+        self.elected = False  # a single node: every coordinator partition is its own
         self.features = features or {}
         self._next_pid = 1000
 
@@ -175,4 +176,7 @@ class FakePartitionWriter:
         from types import SimpleNamespace
 
         self.appended.append((topic, partition, bytes(batch)))
-        return SimpleNamespace(first_offset=len(self.appended) - 1)
+        return SimpleNamespace(first_offset=len(self.appended) - 1, last_offset=len(self.appended) - 1)
+
+    async def committed(self, topic: str, partition: int, end_offset: int) -> ErrorCode:
+        return ErrorCode.NONE  # one replica: written is committed
