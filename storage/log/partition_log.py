@@ -20,7 +20,7 @@ import os
 import shutil
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -319,15 +319,8 @@ class PartitionLog:
         transactional batch's partition is in its transaction. A retried duplicate is answered
         with its original offsets and nothing is written.
         """
-        if not batches:
-            raise ValueError("append of no batches")
-        self.check_online()
-        now = now_ms if now_ms is not None else self.clock.now_ms()
-        first_pos = batches[0].position
-        end_pos = batches[-1].position + batches[-1].size
+        now, first_pos, end_pos = self._span(batches, now_ms)
         total = end_pos - first_pos
-        if len(batches) > 1 and sum(b.size for b in batches) != total:
-            raise ValueError("batches must be contiguous in the append buffer")
         self.validate_batches(batches, total, now)
         append_time = self.config.log_append_time if log_append_time is None else log_append_time
         first_offset = next_offset = self._leo
@@ -352,51 +345,61 @@ class PartitionLog:
                 return AppendResult(dup.last_offset - dup.offset_delta, dup.last_offset, dup.timestamp,
                                     self._log_start_offset, 0)
         last_offset = next_offset - 1
+        self._write(buf, batches, first_pos, end_pos, max_ts, last_offset, now)
+        self._after_write([(leader_epoch, first_offset)], last_offset, "an append")
+        return AppendResult(first_offset, last_offset, now if append_time else -1, self._log_start_offset, num)
+
+    def _span(self, batches: Sequence[BatchInfo], now_ms: int | None) -> tuple[int, int, int]:
+        """(now, first position, end position) of batches about to be appended to an online log;
+        they must be contiguous in their buffer."""
+        if not batches:
+            raise ValueError("append of no batches")
+        self.check_online()
+        first_pos = batches[0].position
+        end_pos = batches[-1].position + batches[-1].size
+        if len(batches) > 1 and sum(b.size for b in batches) != end_pos - first_pos:
+            raise ValueError("batches must be contiguous in the append buffer")
+        return (now_ms if now_ms is not None else self.clock.now_ms()), first_pos, end_pos
+
+    def _write(self, buf: bytearray | memoryview, batches: Sequence[BatchInfo], first_pos: int, end_pos: int,
+               max_ts: int, last_offset: int, now: int, roll_at: int | None = None) -> None:
+        """Roll when due, then write the batches in one go (all or nothing: a failed write leaves no
+        trace); once written their offsets are taken and never given again."""
         seg = self._active
-        if seg.should_roll(
-            max_segment_bytes=self.config.segment_size,
-            max_segment_ms=self.config.max_segment_ms,
-            messages_size=total,
-            max_timestamp_in_messages=max_ts,
-            max_offset_in_messages=last_offset,
-            now_ms=now,
-        ):
-            seg = self.roll(now_ms=now)
+        if seg.should_roll(max_segment_bytes=self.config.segment_size, max_segment_ms=self.config.max_segment_ms,
+                           messages_size=end_pos - first_pos, max_timestamp_in_messages=max_ts,
+                           max_offset_in_messages=last_offset, now_ms=now):
+            seg = self.roll(expected_next_offset=roll_at, now_ms=now)
         data = memoryview(buf)[first_pos:end_pos] if (first_pos or end_pos != len(buf)) else buf
         try:
-            seg.append(data, batches)  # all or nothing: a failed write leaves no trace
+            seg.append(data, batches)
         except SegmentInconsistent as e:
             self.go_offline(str(e))
             raise
-        self._leo = next_offset  # the batch is in the log: its offsets are never given again
-        result = AppendResult(
-            first_offset, last_offset, now if append_time else -1, self._log_start_offset, num
-        )
+        self._leo = last_offset + 1
+
+    def _after_write(self, epochs: Iterable[tuple[int, int]], last_offset: int, what: str) -> None:
+        """The state derived from written batches (leader epochs, producer state), then
+        flush.messages. If that update fails the log holds batches its state may not know: trust
+        nothing until recovery rebuilds it from the files."""
         try:
-            if self.epoch_cache.latest_epoch != leader_epoch and leader_epoch >= 0:
-                self.epoch_cache.assign(leader_epoch, first_offset)
+            for epoch, start in epochs:
+                if epoch >= 0 and self.epoch_cache.latest_epoch != epoch:
+                    self.epoch_cache.assign(epoch, start)
             if self.producer_state is not None:
                 self.producer_state.after_append(self, last_offset)
         except Exception as e:
-            # The log holds the batch but the state derived from it (producer state, epochs) may
-            # not: trust nothing until recovery rebuilds it from the files.
-            self.go_offline(f"state update after an append failed: {e}")
+            self.go_offline(f"state update after {what} failed: {e}")
             raise KafkaStorageError(str(e)) from e
         if self._leo - self._recovery_point >= self.config.flush_messages:
             self.flush()
-        return result
 
     def append_as_follower(self, buf: bytearray | memoryview, batches: Sequence[BatchInfo],
                            now_ms: int | None = None) -> AppendResult:
         """Batches fetched from the leader (UnifiedLog.appendAsFollower): offsets, leader epochs and
         timestamps are the leader's and kept; they must start at this log's end. The producer state,
         the aborted-transaction index and the epoch cache follow what the leader wrote."""
-        if not batches:
-            raise ValueError("append of no batches")
-        self.check_online()
-        now = now_ms if now_ms is not None else self.clock.now_ms()
-        first_pos = batches[0].position
-        end_pos = batches[-1].position + batches[-1].size
+        now, first_pos, end_pos = self._span(batches, now_ms)
         first_offset = batches[0].base_offset
         if first_offset != self._leo:
             raise ValueError(f"follower append to {self.topic}-{self.partition} at offset {first_offset}, "
@@ -413,29 +416,10 @@ class PartitionLog:
         if self.producer_state is not None:
             self.producer_state.before_append(buf, batches, AppendOrigin.REPLICATION, TV_UNKNOWN, False, None)
         last_offset = next_offset - 1
-        seg = self._active
-        if seg.should_roll(max_segment_bytes=self.config.segment_size, max_segment_ms=self.config.max_segment_ms,
-                           messages_size=end_pos - first_pos, max_timestamp_in_messages=max_ts,
-                           max_offset_in_messages=last_offset, now_ms=now):
-            seg = self.roll(expected_next_offset=first_offset, now_ms=now)
-        data = memoryview(buf)[first_pos:end_pos] if (first_pos or end_pos != len(buf)) else buf
-        try:
-            seg.append(data, batches)
-        except SegmentInconsistent as e:
-            self.go_offline(str(e))
-            raise
-        self._leo = next_offset
-        try:
-            for b in batches:  # the epoch cache follows the leader's epochs
-                if b.partition_leader_epoch >= 0 and self.epoch_cache.latest_epoch != b.partition_leader_epoch:
-                    self.epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
-            if self.producer_state is not None:
-                self.producer_state.after_append(self, last_offset)
-        except Exception as e:
-            self.go_offline(f"state update after a follower append failed: {e}")
-            raise KafkaStorageError(str(e)) from e
-        if self._leo - self._recovery_point >= self.config.flush_messages:
-            self.flush()
+        self._write(buf, batches, first_pos, end_pos, max_ts, last_offset, now, roll_at=first_offset)
+        # the epoch cache follows the leader's epochs
+        self._after_write([(b.partition_leader_epoch, b.base_offset) for b in batches], last_offset,
+                          "a follower append")
         return AppendResult(first_offset, last_offset, -1, self._log_start_offset, num)
 
     def _segments_deleted(self, base_offsets: list[int]) -> None:
