@@ -24,6 +24,7 @@ from broker.cluster.metadata import MetadataStore
 from broker.cluster.replication_control import ReplicationControl
 from broker.cluster.shared import ConfiguredTopicSettings, SharedCluster
 from broker.config.broker_config import BrokerConfig, parse_listeners
+from broker.ops.control_http import ControlEndpoint
 from coordinator.producer_ids import ProducerIdManager
 from storage import checkpoints
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -69,6 +70,7 @@ class ClusterProcess:
         self.shared = SharedCluster(metadata, registry, control)
         self.cluster_id = ""
         self.brokers: dict[int, Broker] = {}
+        self.control = ControlEndpoint(self)  # served when control.port > 0
 
     def _cluster_id(self) -> str:
         """The id every broker's meta.properties agrees on: configured, stored, or new."""
@@ -88,6 +90,9 @@ class ClusterProcess:
         self.shared.producer_ids = ProducerIdManager(self.root, broker_id=0)
         for node_id in range(1, self.count + 1):
             await self.start_broker(node_id)
+        port = int(self.config.get("control.port") or 0)
+        if port > 0:
+            await self.control.start(str(self.config.get("control.host") or "127.0.0.1"), port)
         log.info("cluster started", brokers=self.count, cluster_id=self.cluster_id)
 
     async def start_broker(self, node_id: int) -> Broker:
@@ -110,6 +115,7 @@ class ClusterProcess:
         return [b for b in self.brokers.values() if not b.stopping]
 
     async def stop(self) -> None:
+        await self.control.stop()
         for node_id in sorted(self.brokers, reverse=True):
             await self.stop_broker(node_id)
         try:

@@ -171,6 +171,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("log.level", "string", "INFO"),
     # Not Kafka's: how many brokers this process runs (--brokers; node ids 1..N, ports +0..N-1)
     ("cluster.brokers", "int", 1),
+    # Not Kafka's: the HTTP/JSON control endpoint of a process of several brokers (0: off)
+    ("control.port", "int", 0),
+    ("control.host", "string", "127.0.0.1"),
 )
 # LogManager's first run of retention, checkpoints and flushes (Kafka: "for testing only").
 BROKER_CONFIGS["log.initial.task.delay.ms"] = BrokerConfigDef(

@@ -200,3 +200,42 @@ async def test_transactions_and_groups_survive_their_coordinators_going_down(tmp
         assert committed == (3, 4)  # the new coordinator loaded the replicated offsets
     finally:
         await cluster.stop()
+
+
+async def _http(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    import json
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    data = json.dumps(body).encode() if body is not None else b""
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+    raw = await reader.read()
+    writer.close()
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), json.loads(payload)
+
+
+async def test_the_control_endpoint_drives_the_topology(tmp_path: Path) -> None:
+    cluster = await _cluster(tmp_path, **{"control.port": "0"})
+    await cluster.control.start("127.0.0.1", 0)
+    port = cluster.control.port
+    assert port is not None
+    try:
+        cluster.brokers[1].controller.create_topic("t", -1, -1, {}, assignments=[[1, 2, 3]])
+        status, view = await _http(port, "GET", "/cluster")
+        assert status == 200 and [b["alive"] for b in view["brokers"]] == [True, True, True]
+        status, moved = await _http(port, "POST", "/topics/t/partitions/0/leader", {"broker": 3})
+        assert status == 200 and (moved["leader"], moved["leader_epoch"]) == (3, 1)
+        status, down = await _http(port, "POST", "/brokers/3/down")
+        assert status == 200 and down == {"alive": False, "broker": 3}
+        status, topic = await _http(port, "GET", "/topics/t")
+        assert topic["partitions"][0]["leader"] in (1, 2) and 3 not in topic["partitions"][0]["isr"]
+        status, refused = await _http(port, "POST", "/topics/t/partitions/0/leader", {"broker": 3})
+        assert status == 409 and refused["error"] == "PREFERRED_LEADER_NOT_AVAILABLE"
+        status, up = await _http(port, "POST", "/brokers/3/up")
+        assert status == 200 and up["alive"] is True
+        status, bad = await _http(port, "POST", "/topics/t/partitions/0/leader", {"node": 3})
+        assert status == 400
+        status, _ = await _http(port, "DELETE", "/cluster")
+        assert status == 404
+    finally:
+        await cluster.stop()
