@@ -5,6 +5,7 @@ partition leader, set coordinator for a key) maps onto it one to one.
 
     GET  /cluster                                  brokers (id, alive, endpoint) and the controller's view
     GET  /topics/<topic>                           every partition's registration
+    GET  /coordinators/(group|transaction)/<key>   the key's coordinator partition and its leader
     POST /brokers/<id>/down                        listeners closed, fetchers and coordinators stopped, data kept
     POST /brokers/<id>/up                          recovered from its log dir, catches up, rejoins the ISR
     POST /topics/<topic>/partitions/<p>/leader     {"broker": id}: an election only it may win
@@ -116,6 +117,8 @@ class ControlEndpoint:
                 return self.move_leader(topic, _int(partition, "partition"), _broker_of(body))
             case "POST", ["coordinators", ("group" | "transaction") as kind, key]:
                 return self.move_coordinator(kind, key, _broker_of(body))
+            case "GET", ["coordinators", ("group" | "transaction") as kind, key]:
+                return self.coordinator(kind, key)
         raise HttpError("404 Not Found", f"no action {method} {path}")
 
     def describe(self) -> dict[str, Any]:
@@ -155,8 +158,7 @@ class ControlEndpoint:
         assert reg is not None
         return {"topic": topic, "partition": partition, "leader": reg.leader, "leader_epoch": reg.leader_epoch}
 
-    def move_coordinator(self, kind: str, key: str, node_id: int) -> dict[str, Any]:
-        """A coordinator is the leader of its key's partition: moving one is moving that leader."""
+    def _coordinator_partition(self, kind: str, key: str) -> tuple[str, int]:
         broker = next(iter(self.cluster.running()), None)
         if broker is None:
             raise HttpError("409 Conflict", "no broker is running")
@@ -166,6 +168,18 @@ class ControlEndpoint:
             topic, partition = TRANSACTION_STATE_TOPIC, broker.txn_coordinator.partition_for(key)
         if self.cluster.shared.metadata.partition(topic, partition) is None:
             raise HttpError("409 Conflict", f"{topic} does not exist yet")
+        return topic, partition
+
+    def coordinator(self, kind: str, key: str) -> dict[str, Any]:
+        topic, partition = self._coordinator_partition(kind, key)
+        reg = self.cluster.shared.metadata.partition(topic, partition)
+        assert reg is not None
+        return {"key": key, "topic": topic, "partition": partition, "leader": reg.leader,
+                "leader_epoch": reg.leader_epoch}
+
+    def move_coordinator(self, kind: str, key: str, node_id: int) -> dict[str, Any]:
+        """A coordinator is the leader of its key's partition: moving one is moving that leader."""
+        topic, partition = self._coordinator_partition(kind, key)
         return {"key": key, **self.move_leader(topic, partition, node_id)}
 
 

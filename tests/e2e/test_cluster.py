@@ -1,0 +1,127 @@
+"""``--brokers 3`` as users run it (the runtime install, a separate process), driven by stock
+clients and the control endpoint: confluent-kafka (librdkafka) produces idempotently with
+acks=all to a topic with RF 3 and min.insync.replicas=2 while a follower and then the leader go
+down; a transactional producer commits while its coordinator's broker is down; read_committed
+sees every acknowledged record exactly once, in order."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.broker_process import BrokerProcess, free_port
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _control(port: int, method: str, path: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    control_port = free_port()
+    process = BrokerProcess(tmp_path / "data", overrides={
+        "cluster.brokers": "3", "control.port": str(control_port), "replica.lag.time.max.ms": "3000",
+        "transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}).start()
+    deadline = time.monotonic() + 30
+    while True:  # the first broker answers before the other two are up
+        try:
+            if all(b["alive"] for b in _control(control_port, "GET", "/cluster")["brokers"]):
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, process.log_tail()
+        time.sleep(0.1)
+    process.control_port = control_port  # type: ignore[attr-defined]
+    yield process
+    assert process.stop() == 0, process.log_tail()
+
+
+def _bootstrap(process: BrokerProcess) -> str:
+    return ",".join(f"127.0.0.1:{process.port + i}" for i in range(3))
+
+
+def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[tuple[int, bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(out) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            out.append((msg.partition(), msg.value()))
+    consumer.close()
+    return out
+
+
+def test_idempotent_acks_all_through_a_follower_and_a_leader_going_down(cluster):
+    port = cluster.control_port
+    admin = AdminClient({"bootstrap.servers": _bootstrap(cluster)})
+    admin.create_topics([NewTopic("events", 3, 3, config={"min.insync.replicas": "2"})])["events"].result(30)
+    producer = Producer({"bootstrap.servers": _bootstrap(cluster), "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 5})
+    acked: list[tuple[int, int, bytes]] = []
+
+    def on_delivery(err, msg):
+        assert err is None, err
+        acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    def produce(start: int, end: int) -> None:
+        for i in range(start, end):
+            producer.produce("events", f"e{i}".encode(), partition=i % 3, on_delivery=on_delivery)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+
+    produce(0, 300)
+    leader0 = _control(port, "GET", "/topics/events")["partitions"][0]["leader"]
+    follower = next(b for b in (1, 2, 3) if b != leader0)
+    _control(port, "POST", f"/brokers/{follower}/down")  # the ISR shrinks; acks=all goes on with 2 of 3
+    produce(300, 600)
+    _control(port, "POST", f"/brokers/{follower}/up")
+    deadline = time.monotonic() + 30
+    while any(len(p["isr"]) < 3 for p in _control(port, "GET", "/topics/events")["partitions"]):
+        assert time.monotonic() < deadline, "the follower never rejoined the ISR"
+        time.sleep(0.2)
+    _control(port, "POST", f"/brokers/{leader0}/down")  # clients fail over to the new leader
+    produce(600, 900)
+    assert len(acked) == 900
+    got = _read_all(_bootstrap(cluster), "events", 3, 900)
+    assert sorted(got) == sorted((p, v) for p, _o, v in acked)  # every acknowledged record, once
+    for p in range(3):  # in the order they were acknowledged
+        assert [v for q, v in got if q == p] == [v for q, _o, v in sorted(acked) if q == p]
+
+
+def test_a_transaction_commits_while_its_coordinator_broker_is_down(cluster):
+    port = cluster.control_port
+    admin = AdminClient({"bootstrap.servers": _bootstrap(cluster)})
+    admin.create_topics([NewTopic("orders", 2, 3, config={"min.insync.replicas": "2"})])["orders"].result(30)
+    producer = Producer({"bootstrap.servers": _bootstrap(cluster), "transactional.id": "orders-tx"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce("orders", f"a{i}".encode(), partition=i % 2)
+    producer.commit_transaction(30)
+    coordinator = _control(port, "GET", "/coordinators/transaction/orders-tx")["leader"]
+    _control(port, "POST", f"/brokers/{coordinator}/down")  # the client finds the new coordinator
+    assert _control(port, "GET", "/coordinators/transaction/orders-tx")["leader"] not in (coordinator, -1)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce("orders", f"b{i}".encode(), partition=i % 2)
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    producer.produce("orders", b"aborted", partition=0)
+    producer.abort_transaction(30)
+    got = _read_all(_bootstrap(cluster), "orders", 2, 20)
+    assert sorted(v for _p, v in got) == sorted([f"a{i}".encode() for i in range(10)]
+                                                + [f"b{i}".encode() for i in range(10)])
