@@ -239,3 +239,36 @@ async def test_the_control_endpoint_drives_the_topology(tmp_path: Path) -> None:
         assert status == 404
     finally:
         await cluster.stop()
+
+
+async def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(tmp_path: Path) -> None:
+    """kafka-leader-election.sh --election-type preferred after a leader came back."""
+    from protocol.messages import request_class
+    from tests.support.raw_client import RawClient
+
+    cluster = await _cluster(tmp_path)
+    try:
+        cluster.brokers[1].controller.create_topic("p", -1, -1, {}, assignments=[[1, 2, 3]])
+        await cluster.stop_broker(1)
+        await cluster.start_broker(1)
+        await _caught_up(cluster, "p", 1)
+        deadline = asyncio.get_running_loop().time() + 10
+        while 1 not in cluster.shared.metadata.partition("p", 0).isr:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        assert cluster.shared.metadata.partition("p", 0).leader != 1
+        Elect = request_class(43)
+
+        def elect() -> list[tuple[int, int]]:
+            request = Elect(election_type=0, timeout_ms=5000, topic_partitions=[
+                Elect.TopicPartitions(topic="p", partitions=[0])])
+            with RawClient(_bootstrap(cluster).split(",")[1]) as client:
+                response = client.send(request, 1)
+            return [(r.partition_id, r.error_code) for t in response.replica_election_results
+                    for r in t.partition_result]
+
+        assert await asyncio.to_thread(elect) == [(0, 0)]
+        assert cluster.shared.metadata.partition("p", 0).leader == 1
+        assert await asyncio.to_thread(elect) == [(0, ErrorCode.ELECTION_NOT_NEEDED)]
+    finally:
+        await cluster.stop()
