@@ -34,11 +34,14 @@ class LogProducerState:
     points, with what the append says about itself (origin, transaction version, the KIP-890
     verification guard). All hooks run synchronously inside the log operation."""
 
-    __slots__ = ("manager", "_pending")
+    __slots__ = ("manager", "_pending", "_unreplicated")
 
     def __init__(self, manager: ProducerStateManager) -> None:
         self.manager = manager
         self._pending: PendingAppend | None = None
+        # Kafka's unreplicatedTxns: first offset -> marker offset of transactions completed in a
+        # replicated log whose marker is not below the high watermark yet (they hold the LSO)
+        self._unreplicated: dict[int, int] = {}
 
     @classmethod
     def open(cls, plog: PartitionLog, now_ms: int, **manager_config: int) -> LogProducerState:
@@ -55,6 +58,13 @@ class LogProducerState:
         high watermark above and the log start below (UnifiedLog.lastStableOffset)."""
         hw = plog.high_watermark
         first = self.manager.first_unstable_offset()
+        if self._unreplicated:
+            for txn_first, marker in list(self._unreplicated.items()):
+                if marker < hw:  # the marker is committed: the transaction no longer holds the LSO
+                    del self._unreplicated[txn_first]
+            if self._unreplicated:
+                oldest = min(self._unreplicated)
+                first = oldest if first is None else min(first, oldest)
         if first is None or first >= hw:
             return hw
         return max(first, plog.log_start_offset)
@@ -115,7 +125,13 @@ class LogProducerState:
                     AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset)
                 )
 
+        open_before = ({t.first_offset for t in self.manager.ongoing_transactions()}
+                       if plog.replicated else None)
         self.manager.apply_append(pending, last_offset + 1, index_aborted)
+        if open_before:  # transactions this append completed stay unstable until it is replicated
+            still_open = {t.first_offset for t in self.manager.ongoing_transactions()}
+            for txn_first in open_before - still_open:
+                self._unreplicated[txn_first] = last_offset
 
     def on_roll(self, plog: PartitionLog, new_base_offset: int) -> None:
         # Kafka snapshots at every roll without fsync (a torn one fails its CRC and is skipped).
@@ -124,6 +140,7 @@ class LogProducerState:
 
     def on_truncate(self, plog: PartitionLog, now_ms: int) -> None:
         self._pending = None
+        self._unreplicated.clear()
         self.rebuild(plog, now_ms)
 
     def on_log_start_offset(self, log_start_offset: int) -> None:

@@ -127,3 +127,30 @@ def test_roll_close_and_recovery(tmp_path: Path) -> None:
     assert psl.manager.map_end_offset == 4
     assert sorted(p.name for p in d.glob("*.snapshot")) == [snapshot_file_name(o) for o in (3, 4)]
     plog.close()
+
+
+def test_a_replicated_log_holds_the_lso_until_the_marker_is_below_the_high_watermark(tmp_path: Path) -> None:
+    """Kafka's unreplicated transactions: a follower may not have the marker yet, so a completed
+    transaction keeps the LSO at its first offset until the high watermark passes its marker."""
+    plog = open_log(tmp_path / "t-0")
+    plog.open_producer_state(NOW)
+    plog.track_high_watermark(0)
+    produce(plog, 1, 0, 0, 3, txn=True)  # offsets 0-2
+    assert plog.maybe_increment_high_watermark(3)
+    assert plog.last_stable_offset == 0  # open
+    marker(plog, 1, 0, commit=True)  # offset 3
+    assert plog.last_stable_offset == 0  # complete on the leader, not yet replicated
+    plog.maybe_increment_high_watermark(3)
+    assert plog.last_stable_offset == 0
+    plog.maybe_increment_high_watermark(4)  # the marker is committed
+    assert plog.last_stable_offset == 4
+    plog.close()
+
+
+def test_a_single_replica_completes_a_transaction_with_its_marker(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    plog.open_producer_state(NOW)
+    produce(plog, 1, 0, 0, 3, txn=True)
+    marker(plog, 1, 0, commit=True)
+    assert plog.last_stable_offset == plog.high_watermark == 4
+    plog.close()
