@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 import structlog
 
+from broker.ops.http_head import read_head
 from coordinator.group.coordinator import OFFSETS_TOPIC
 from coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode
@@ -68,21 +69,16 @@ class ControlEndpoint:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+            head = await read_head(reader, _READ_TIMEOUT)
+            if head is None:
                 return
-            request_line, *header_lines = head.decode("latin-1").split("\r\n")
-            parts = request_line.split(" ")
-            headers = {}
-            for line in header_lines:
-                name, sep, value = line.partition(":")
-                if sep:
-                    headers[name.strip().lower()] = value.strip()
             try:
-                if len(parts) != 3:
+                if not head.method:
                     raise HttpError("400 Bad Request", "bad request line")
-                length = int(headers.get("content-length", "0") or 0)
+                try:
+                    length = int(head.headers.get("content-length", "0") or 0)
+                except ValueError:
+                    raise HttpError("400 Bad Request", "bad Content-Length") from None
                 if not 0 <= length <= _MAX_BODY:
                     raise HttpError("413 Payload Too Large", f"a body of at most {_MAX_BODY} bytes")
                 raw = await asyncio.wait_for(reader.readexactly(length), _READ_TIMEOUT) if length else b""
@@ -92,7 +88,7 @@ class ControlEndpoint:
                     raise HttpError("400 Bad Request", "the body is not JSON") from None
                 if not isinstance(body, dict):
                     raise HttpError("400 Bad Request", "the body must be a JSON object")
-                payload = await self.handle(parts[0], parts[1].partition("?")[0], body)
+                payload = await self.handle(head.method, head.target.partition("?")[0], body)
                 writer.write(_response("200 OK", payload))
             except HttpError as e:
                 writer.write(_response(e.status, {"error": str(e)}))

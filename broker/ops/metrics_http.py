@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
+from broker.ops.http_head import read_head
+
 if TYPE_CHECKING:
     from broker.broker import Broker
     from broker.ops.metrics import BrokerMetrics
@@ -74,22 +76,14 @@ async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: a
     abort = False
     writer.transport.set_write_buffer_limits(high=0)  # drain() waits until the answer is in the kernel
     try:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+        head = await read_head(reader, _READ_TIMEOUT)
+        if head is None:
             return
-        request_line, *header_lines = head.decode("latin-1").split("\r\n")
-        parts = request_line.split(" ")
-        if len(parts) != 3:
+        if not head.method:
             writer.write(_response("400 Bad Request", b"bad request\n"))
             return
-        method, target, _ = parts
-        headers = {}
-        for line in header_lines:
-            name, sep, value = line.partition(":")
-            if sep:
-                headers[name.strip().lower()] = value.strip()
-        path, _, query = target.partition("?")
+        method, headers = head.method, head.headers
+        path, _, query = head.target.partition("?")
         if method not in ("GET", "HEAD"):
             writer.write(_response("405 Method Not Allowed", b"GET /metrics\n"))
         elif path in ("/metrics", "/"):
