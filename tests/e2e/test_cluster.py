@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.broker_process import BrokerProcess, free_port_block
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,8 +29,9 @@ def _control(port: int, method: str, path: str, body: dict | None = None) -> dic
 
 @pytest.fixture
 def cluster(tmp_path):
-    control_port = free_port()
-    process = BrokerProcess(tmp_path / "data", overrides={
+    base = free_port_block(4)  # three brokers and the control endpoint
+    control_port = base + 3
+    process = BrokerProcess(tmp_path / "data", port=base, overrides={
         "cluster.brokers": "3", "control.port": str(control_port), "replica.lag.time.max.ms": "3000",
         "transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}).start()
     deadline = time.monotonic() + 30

@@ -22,6 +22,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_port_block(count: int) -> int:
+    """A base port P with P .. P+count-1 free (``--brokers N`` listens on consecutive ports),
+    chosen below Linux's ephemeral range so that no client connection takes one meanwhile."""
+    import random
+
+    for _ in range(200):
+        base = random.randrange(20000, 32000 - count)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no block of {count} free ports")
+
+
 def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
     """Send a real ApiVersions v0 request and check the answer's error code."""
     try:
