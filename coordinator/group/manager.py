@@ -766,6 +766,26 @@ class GroupMetadataManager:
     # Offsets
     # ======================================================================================
 
+    def offset_commit_records(
+        self, group_id: str, topics: list[tuple[str, list[CommitPartition]]], now: int, expire: int | None,
+    ) -> tuple[dict[tuple[str, int], ErrorCode], list[tuple[str, int, OffsetAndMetadata]], list[Record]]:
+        """The offsets of a commit (plain or transactional) as records to write: per partition
+        NONE or OFFSET_METADATA_TOO_LARGE, the values to apply once written, and the records."""
+        results: dict[tuple[str, int], ErrorCode] = {}
+        staged: list[tuple[str, int, OffsetAndMetadata]] = []
+        records: list[Record] = []
+        for topic, parts in topics:
+            for p in parts:
+                if p.metadata is not None and len(p.metadata) > self.config.offset_metadata_max_bytes:
+                    results[(topic, p.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    continue
+                value = OffsetAndMetadata(p.offset, p.leader_epoch, p.metadata or "", now, expire, -1)
+                results[(topic, p.partition)] = ErrorCode.NONE
+                staged.append((topic, p.partition, value))
+                records.append((rec.offset_commit_key(group_id, topic, p.partition),
+                                rec.offset_commit_value(value.to_value())))
+        return results, staged, records
+
     def commit_offsets(
         self,
         group_id: str,
@@ -809,19 +829,7 @@ class GroupMetadataManager:
         now = self.time_ms()
         # clamped: Java would wrap a retention near Long.MAX_VALUE; either way the commit stands
         expire = None if retention_time_ms == -1 else min(now + retention_time_ms, (1 << 63) - 1)
-        results: dict[tuple[str, int], ErrorCode] = {}
-        pending: list[tuple[str, int, OffsetAndMetadata]] = []
-        records: list[Record] = []
-        for topic, parts in topics:
-            for p in parts:
-                if p.metadata is not None and len(p.metadata) > self.config.offset_metadata_max_bytes:
-                    results[(topic, p.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                    continue
-                value = OffsetAndMetadata(p.offset, p.leader_epoch, p.metadata or "", now, expire, -1)
-                results[(topic, p.partition)] = ErrorCode.NONE
-                pending.append((topic, p.partition, value))
-                records.append((rec.offset_commit_key(group_id, topic, p.partition),
-                                rec.offset_commit_value(value.to_value())))
+        results, pending, records = self.offset_commit_records(group_id, topics, now, expire)
         if records:
             try:
                 base = self._write(group_id, records)

@@ -29,10 +29,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from coordinator.group import records as grouprec
 from coordinator.group.group import ClassicGroup
 from coordinator.group.manager import CommitPartition, append_error_to_response_error
-from coordinator.group.offsets import OffsetAndMetadata
 from coordinator.group.state import EMPTY
 from coordinator.txn.operations import txn_offset_commit_operation
 from protocol import records as rec
@@ -119,19 +117,7 @@ def commit_transactional_offsets(
         return all_failed(_normalize(code))
 
     now = manager.time_ms()
-    results: dict[tuple[str, int], ErrorCode] = {}
-    staged: list[tuple[str, int, OffsetAndMetadata]] = []
-    records: list[tuple[bytes | None, bytes | None]] = []  # build_batch's (invariant) list type
-    for topic, parts in topics:
-        for p in parts:
-            if p.metadata is not None and len(p.metadata) > manager.config.offset_metadata_max_bytes:
-                results[(topic, p.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetAndMetadata(p.offset, p.leader_epoch, p.metadata or "", now, None, -1)
-            results[(topic, p.partition)] = ErrorCode.NONE
-            staged.append((topic, p.partition, value))
-            records.append((grouprec.offset_commit_key(group_id, topic, p.partition),
-                            grouprec.offset_commit_value(value.to_value())))
+    results, staged, records = manager.offset_commit_records(group_id, topics, now, None)
     if records:
         batch = rec.build_batch(records, timestamp=now, producer_id=producer_id,
                                 producer_epoch=producer_epoch, base_sequence=0, transactional=True)

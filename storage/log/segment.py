@@ -400,6 +400,26 @@ class LogSegment:
         self._next_offset = largest_offset + 1
         self._valid_tail_end = self._size
 
+    def _start(self, start_offset: int, max_position: int | None, remember: bool) -> tuple[int, int, int] | None:
+        """(position of the batch holding ``start_offset``, read limit, size now) for a read, None
+        when the offset is past this segment. The position of the last read's end is kept
+        (``_read_hint``), so a consumer reading on skips the index lookup."""
+        size_now = self._size
+        limit = size_now if max_position is None else min(max_position, size_now)
+        hint = self._read_hint
+        if hint is not None and hint[0] == start_offset:
+            pos = hint[1]
+            if pos >= size_now:
+                return None
+        else:
+            loc = self.translate_offset(start_offset)
+            if loc is None:
+                return None
+            pos = loc.position
+            if remember:
+                self._read_hint = (start_offset, pos)
+        return pos, limit, size_now
+
     def read(
         self,
         start_offset: int,
@@ -414,18 +434,10 @@ class LogSegment:
         ``min_one_message``), before ``max_position`` and before the first batch whose last offset
         is >= ``max_offset`` (the HW or LSO). A fetch offset inside a batch returns that batch.
         """
-        size_now = self._size
-        limit = size_now if max_position is None else min(max_position, size_now)
-        hint = self._read_hint
-        if hint is not None and hint[0] == start_offset:
-            pos = hint[1]
-            if pos >= size_now:
-                return None
-        else:
-            loc = self.translate_offset(start_offset)
-            if loc is None:
-                return None
-            pos = loc.position
+        start = self._start(start_offset, max_position, remember=False)
+        if start is None:
+            return None
+        pos, limit, size_now = start
         want = min(max(min(limit - pos, max_bytes), HEADER_SIZE), size_now - pos)
         data = self._pread(want, pos)
         if len(data) < HEADER_SIZE:
@@ -476,19 +488,10 @@ class LogSegment:
         headers after that entry, and (only when the LSO or HW falls inside this segment) the
         position of the batch holding it. Smaller answers go through ``read``.
         """
-        size_now = self._size
-        limit = size_now if max_position is None else min(max_position, size_now)
-        hint = self._read_hint
-        if hint is not None and hint[0] == start_offset:
-            pos = hint[1]
-            if pos >= size_now:
-                return None
-        else:
-            loc = self.translate_offset(start_offset)
-            if loc is None:
-                return None
-            pos = loc.position
-            self._read_hint = (start_offset, pos)  # so a fallback to read() does not walk again
+        start = self._start(start_offset, max_position, remember=True)  # a fallback to read() does not walk again
+        if start is None:
+            return None
+        pos, limit, _size_now = start
         if min(limit - pos, max_bytes) < ZERO_COPY_MIN:
             return self.read(start_offset, max_bytes, max_position, min_one_message, max_offset)
         head = self._pread(HEADER_SIZE, pos)
