@@ -219,12 +219,18 @@ class Broker:
         return info.configs if info is not None else {}
 
     def _reconcile_partitions(self) -> None:
-        """Create any partition directory of this broker's replicas the metadata names but the disk lacks."""
+        """Create any partition directory of this broker's replicas the metadata names but the disk
+        lacks. Among several brokers, a log of a partition no longer assigned here (a reassignment
+        finished while this broker was down) is a stray: renamed ``-stray``, as Kafka does."""
         for info in self.metadata.topics.values():
             config = self.controller.log_config(info)
             for p, reg in enumerate(info.registrations):
-                if self.node_id in reg.replicas and self.log_manager.get(info.name, p) is None:
-                    self.log_manager.create(info.name, p, config, info.topic_id)
+                if self.node_id in reg.replicas:
+                    if self.log_manager.get(info.name, p) is None:
+                        self.log_manager.create(info.name, p, config, info.topic_id)
+                elif self.shared is not None and self.log_manager.get(info.name, p) is not None:
+                    log.warning("stray replica found", topic=info.name, partition=p, replicas=list(reg.replicas))
+                    self.log_manager.delete_partition(info.name, p, stray=True)
 
     def _load_meta_properties(self) -> None:
         """meta.properties holds cluster.id and node.id; refuse a dir that belongs to another node."""

@@ -49,9 +49,10 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return m.group(1), int(m.group(2))
 
 
-def delete_dir_name(topic: str, partition: int) -> str:
-    """Kafka's logDeleteDirName: ``<topic>-<partition>.<uuid hex>-delete``, capped at 255 chars."""
-    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+def delete_dir_name(topic: str, partition: int, dir_suffix: str = DELETE_DIR_SUFFIX) -> str:
+    """Kafka's logDeleteDirName (logStrayDirName with ``-stray``):
+    ``<topic>-<partition>.<uuid hex>-delete``, capped at 255 chars."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{dir_suffix}"
     return topic[: 255 - len(suffix)] + suffix
 
 
@@ -285,8 +286,10 @@ class LogManager:
         log.info("log_created", topic=topic, partition=partition, log_dir=d)
         return plog
 
-    def delete_partition(self, topic: str, partition: int) -> bool:
-        """Rename the dir to ``<topic>-<partition>.<uuid>-delete`` then remove it (Kafka's asyncDelete)."""
+    def delete_partition(self, topic: str, partition: int, *, stray: bool = False) -> bool:
+        """Rename the dir to ``<topic>-<partition>.<uuid>-delete`` then remove it (Kafka's asyncDelete).
+        A ``stray`` log (a replica the cluster no longer assigns here, found at start-up) is renamed
+        ``-stray`` and kept for the operator, as Kafka does."""
         key = (topic, partition)
         plog = self._logs.pop(key, None)
         if plog is None:
@@ -296,13 +299,14 @@ class LogManager:
             plog.producer_state.on_delete()
             plog.producer_state = None
         plog.close_without_flush()
-        doomed = os.path.join(d, delete_dir_name(topic, partition))
+        doomed = os.path.join(d, delete_dir_name(topic, partition, STRAY_DIR_SUFFIX if stray else DELETE_DIR_SUFFIX))
         try:
             plog.rename_dir(doomed)
             checkpoints.fsync_dir(d)
         except OSError as e:
             raise KafkaStorageError(f"cannot rename {plog.dir} for deletion: {e}") from e
-        plog.delete()
+        if not stray:
+            plog.delete()
         self._checkpoint_dir(d)
         log.info("log_deleted", topic=topic, partition=partition, log_dir=d)
         return True

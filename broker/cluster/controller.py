@@ -136,7 +136,9 @@ class Controller:
                             topic=topic or None, requested_replication_factor=replication_factor)
             return None
         control = self.broker.replication_control
-        return control.assigned(assignments) if assignments else control.place(partitions, replication_factor)
+        if assignments:
+            return control.assigned(assignments, replication_factor if topic else None)
+        return control.place(partitions, replication_factor)
 
     def _publishers(self) -> list[PartitionPublisher]:
         """The brokers that act on a change: every running one of the process (this one alone)."""

@@ -70,26 +70,36 @@ class ReplicationControl:
         return [PartitionRegistration.new(replicas, self.brokers.alive)
                 for replicas in place(usable, partitions, replication_factor, self.rng)]
 
-    def assigned(self, assignments: list[list[int]]) -> list[PartitionRegistration]:
-        """Registrations of partitions whose replicas a CreateTopics/CreatePartitions request chose
-        (validateManualPartitionAssignment's checks)."""
+    def assigned(self, assignments: list[list[int]], replication_factor: int | None = None
+                 ) -> list[PartitionRegistration]:
+        """Registrations of partitions whose replicas a CreateTopics/CreatePartitions request chose;
+        each must have the replication factor of the ones before it (or of the topic's)."""
         for replicas in assignments:
-            if not replicas:
-                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                 "The manual partition assignment includes an empty replica list.")
-            for r in replicas:
-                if not self.brokers.registered(r):
-                    raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                     f"The manual partition assignment includes broker {r}, but no such broker is "
-                                     "registered.")
-                if replicas.count(r) > 1:
-                    raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                     f"The manual partition assignment includes the broker {r} more than once.")
-            if len(replicas) != len(assignments[0]):
-                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                 "All partitions in the manual partition assignment must have the same replication "
-                                 "factor.")
+            self.validate_assignment(replicas, replication_factor)
+            replication_factor = len(replicas)
         return [PartitionRegistration.new(replicas, self.brokers.alive) for replicas in assignments]
+
+    def validate_assignment(self, replicas: list[int], replication_factor: int | None = None) -> None:
+        """validateManualPartitionAssignment: non-empty, registered brokers, each once (checked
+        in broker id order, as Kafka does, so the first offender named is the same)."""
+        if not replicas:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             "The manual partition assignment includes an empty replica list.")
+        previous = None
+        for r in sorted(replicas):
+            if not self.brokers.registered(r):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 f"The manual partition assignment includes broker {r}, but no such broker is "
+                                 "registered.")
+            if r == previous:
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 f"The manual partition assignment includes the broker {r} more than once.")
+            previous = r
+        if replication_factor is not None and len(replicas) != replication_factor:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+                             "but this is not consistent with previous partitions, which have "
+                             f"{replication_factor} replica(s).")
 
     # --- changes --------------------------------------------------------------------------------
 
@@ -179,6 +189,77 @@ class ReplicationControl:
         if new.leader == NO_LEADER:
             return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
         return ErrorCode.NONE
+
+    # --- reassignments ------------------------------------------------------------------------------
+
+    def reassign(self, topic: str, partition: int, target: list[int] | None,
+                 allow_replication_factor_change: bool = True) -> None:
+        """alterPartitionReassignment for one partition: ``target`` None cancels. Raises
+        KafkaError with Kafka's code and message. A reassignment first adds the new replicas
+        (listed in ``adding``, the old ones being removed in ``removing``); it completes in the
+        change that puts every target replica in the ISR (``PartitionChangeBuilder``), at once
+        when they already are."""
+        if self.metadata.get(topic) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
+        reg = self.metadata.partition(topic, partition)
+        if reg is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}.")
+        if target is None:
+            self._cancel_reassignment(topic, partition, reg)
+            return
+        self.validate_assignment(target)
+        if not allow_replication_factor_change:
+            current = len(set(reg.replicas) - set(reg.removing)) if reg.reassigning else len(reg.replicas)
+            if current != len(target):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"The replication factor is changed from {current} to {len(target)}")
+        removing = sorted(set(reg.replicas) - set(target))
+        adding = sorted(set(target) - set(reg.replicas))
+        replicas = [*target, *removing]
+        b = self._builder(topic, reg, self.brokers.alive)
+        if replicas != list(reg.replicas):
+            b.target_replicas = replicas
+        if removing:
+            b.target_removing = removing
+        if adding:
+            b.target_adding = adding
+        self._apply(topic, partition, b, f"reassignment to {target}")
+
+    def _cancel_reassignment(self, topic: str, partition: int, reg: PartitionRegistration) -> None:
+        """cancelPartitionReassignment (PartitionReassignmentRevert): the replicas being added
+        leave; the ones being removed stay. If only added replicas were in sync, reverting needs an
+        unclean election."""
+        if not reg.reassigning:
+            raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+        replicas = [r for r in reg.replicas if r not in reg.adding]
+        isr = [r for r in reg.isr if r not in reg.adding]
+        unclean = self.settings.unclean_leader_election(topic)
+        if not isr:
+            if not unclean:
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 f"Unable to revert partition assignment for {topic}:{partition} because it would "
+                                 "require an unclean leader election.")
+            isr = [replicas[0]]
+        b = self._builder(topic, reg, self.brokers.alive)
+        b.target_isr, b.target_replicas, b.target_removing, b.target_adding = isr, replicas, [], []
+        self._apply(topic, partition, b, "reassignment cancelled")
+
+    def reassignments(self, topics: dict[str, list[int]] | None = None
+                      ) -> dict[str, list[tuple[int, PartitionRegistration]]]:
+        """listPartitionReassignments: the partitions in a reassignment, of every topic or of
+        the ones named (unknown names and partitions left out)."""
+        out: dict[str, list[tuple[int, PartitionRegistration]]] = {}
+        if topics is None:
+            for topic, p, reg in self._partitions():
+                if reg.reassigning:
+                    out.setdefault(topic, []).append((p, reg))
+            return out
+        for topic, partitions in topics.items():
+            for p in partitions:
+                named = self.metadata.partition(topic, p)
+                if named is not None and named.reassigning:
+                    out.setdefault(topic, []).append((p, named))
+        return out
 
     def move_leader(self, topic: str, partition: int, node_id: int) -> ErrorCode:
         """Make ``node_id`` the leader (a test's topology action, librdkafka's "set partition

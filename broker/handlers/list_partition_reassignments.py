@@ -1,8 +1,8 @@
 """ListPartitionReassignments (key 46), v0: ``kafka-reassign-partitions.sh --list/--verify``.
 
-A reassignment on one node finishes the moment it is accepted (the only possible target is the
-replica set it already has), so none is ever in progress: Kafka answers an empty list, also for
-names it does not know.
+The partitions in a reassignment (adding and removing replicas not yet settled), of every topic
+(a null list) or of the named ones; as Kafka's controller answers, unknown topics and partitions
+and partitions not being reassigned are left out, and so is a topic with none.
 """
 
 from __future__ import annotations
@@ -12,8 +12,16 @@ from broker.net.context import RequestContext
 from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(46)
+Topic = Response.OngoingTopicReassignment
+Partition = Topic.OngoingPartitionReassignment
 
 
 @api(46, (0, 0))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
-    return Response(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
+    named = None if req.topics is None else {t.name: list(t.partition_indexes) for t in req.topics}
+    ongoing = ctx.broker.replication_control.reassignments(named)
+    return Response(throttle_time_ms=0, error_code=0, error_message=None, topics=[
+        Topic(name=name, partitions=[
+            Partition(partition_index=p, replicas=list(reg.replicas), adding_replicas=list(reg.adding),
+                      removing_replicas=list(reg.removing)) for p, reg in parts])
+        for name, parts in ongoing.items()])

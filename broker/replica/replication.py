@@ -42,7 +42,29 @@ class Replication:
 
     def on_partition_change(self, topic: str, partition: int, old: PartitionRegistration | None,
                             new: PartitionRegistration) -> None:
+        local = self.broker.node_id
+        if local in new.replicas and self.broker.log_manager.get(topic, partition) is None:
+            self._create_replica(topic, partition)  # a reassignment adds this broker
         self.apply(topic, partition, new)
+        if old is not None and local in old.replicas and local not in new.replicas:
+            self._delete_replica(topic, partition)  # a reassignment removed this broker
+
+    def _create_replica(self, topic: str, partition: int) -> None:
+        info = self.broker.metadata.get(topic)
+        if info is not None:
+            self.broker.log_manager.create(topic, partition, self.broker.controller.log_config(info), info.topic_id)
+
+    def _delete_replica(self, topic: str, partition: int) -> None:
+        """ReplicaManager.applyDelta's deletes: a replica no longer assigned here stops and its
+        log goes (renamed ``-delete``, then removed, as a deleted topic's)."""
+        key = (topic, partition)
+        self._stop_following(key)
+        self.leaders.pop(key, None)
+        self.epochs.pop(key, None)
+        self._wake_hw(key)
+        if self.broker.log_manager.delete_partition(topic, partition):
+            self.broker.replica_manager.wake(topic, partition)
+            log.info("replica removed by a reassignment", topic=topic, partition=partition)
 
     def on_partitions_created(self, topic: str, partitions: range) -> None:
         """New partitions: the logs of this broker's replicas, then their roles."""

@@ -272,3 +272,55 @@ async def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(tmp_
         assert await asyncio.to_thread(elect) == [(0, ErrorCode.ELECTION_NOT_NEEDED)]
     finally:
         await cluster.stop()
+
+
+async def test_a_reassignment_moves_a_partition_to_other_brokers(tmp_path: Path) -> None:
+    """kafka-reassign-partitions.sh --execute, then --verify: the new replicas copy the log from the
+    leader, join the ISR, the old replica leaves and its log is deleted; nothing is lost."""
+    from protocol.messages import request_class
+    from tests.support.raw_client import RawClient
+
+    cluster = await _cluster(tmp_path)
+    try:
+        cluster.brokers[1].controller.create_topic("moving", -1, -1, {}, assignments=[[1]])
+        bootstrap = _bootstrap(cluster)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+        await producer.start()
+        try:
+            for i in range(200):
+                await producer.send("moving", f"v{i}".encode(), partition=0)
+            await producer.flush()
+            Alter, List = request_class(45), request_class(46)
+
+            def call(request: object, api_version: int) -> object:
+                with RawClient(bootstrap.split(",")[2]) as client:
+                    return client.send(request, api_version)
+
+            response = await asyncio.to_thread(call, Alter(timeout_ms=5000, topics=[
+                Alter.ReassignableTopic(name="moving", partitions=[
+                    Alter.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=[2, 3])])]), 0)
+            assert [(p.partition_index, p.error_code) for t in response.responses for p in t.partitions] == [(0, 0)]
+            deadline = asyncio.get_running_loop().time() + 15
+            while True:  # --verify: listed until the new replicas are in sync
+                listed = await asyncio.to_thread(call, List(timeout_ms=5000, topics=None), 0)
+                if not listed.topics:
+                    break
+                assert [(p.replicas, p.adding_replicas, p.removing_replicas) for t in listed.topics
+                        for p in t.partitions] == [([2, 3, 1], [2, 3], [1])]
+                assert asyncio.get_running_loop().time() < deadline, "the reassignment never completed"
+                await asyncio.sleep(0.05)
+            reg = cluster.shared.metadata.partition("moving", 0)
+            assert reg.replicas == (2, 3) and set(reg.isr) == {2, 3} and reg.leader in (2, 3)
+            assert cluster.brokers[1].log_manager.get("moving", 0) is None
+            assert not [d for d in (tmp_path / "data" / "broker-1").iterdir() if d.name.startswith("moving-0")]
+            for i in range(200, 250):  # the producer follows the new leader
+                await producer.send("moving", f"v{i}".encode(), partition=0)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        got = await _consume_all(bootstrap, "moving", 1, 250)
+        assert [v for _p, v in got] == [f"v{i}".encode() for i in range(250)]
+        for b in (2, 3):
+            assert cluster.brokers[b].log_manager.get("moving", 0).log_end_offset == 250
+    finally:
+        await cluster.stop()

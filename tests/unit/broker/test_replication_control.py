@@ -14,7 +14,7 @@ from broker.cluster.brokers import BrokerRegistry
 from broker.cluster.metadata import MetadataStore
 from broker.cluster.partition_change import NO_LEADER, Election, PartitionRegistration
 from broker.cluster.replication_control import ReplicationControl
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 
 @dataclass
@@ -134,3 +134,68 @@ def test_elections(cluster) -> None:
     assert control.elect("t", 0, Election.PREFERRED) == ErrorCode.NONE
     assert store.partition("t", 0).leader == reg.replicas[0]
     assert control.elect("t", 0, Election.UNCLEAN) == ErrorCode.ELECTION_NOT_NEEDED
+
+
+def test_a_reassignment_adds_first_and_completes_when_the_new_replicas_are_in_sync(cluster, tmp_path: Path) -> None:
+    control, store, brokers, _ = cluster
+    brokers.register(_Node(4))
+    store.add("r", 1, {}, registrations=control.assigned([[1, 2, 3]]))
+    control.reassign("r", 0, [4, 2, 3])
+    reg = store.partition("r", 0)
+    # stage 1: the new replica is added, the old one kept until the new one is in sync
+    assert (reg.replicas, reg.isr, reg.adding, reg.removing, reg.leader) == ((4, 2, 3, 1), (1, 2, 3), (4,), (1,), 1)
+    assert control.reassignments() == {"r": [(0, reg)]}
+    assert control.reassignments({"r": [0, 7], "missing": [0]}) == {"r": [(0, reg)]}
+    # the leader's AlterPartition taking 4 into the ISR completes it: 1 leaves, and loses leadership
+    error, done = control.alter_partition("r", 0, 1, reg.leader_epoch, reg.partition_epoch, [1, 2, 3, 4])
+    assert error == ErrorCode.NONE
+    assert (done.replicas, done.isr, done.adding, done.removing) == ((4, 2, 3), (2, 3, 4), (), ())
+    assert done.leader == 4 and done.leader_epoch == reg.leader_epoch + 1  # the first target replica in sync
+    assert control.reassignments() == {}
+    # durable: a reload sees the finished assignment
+    again = MetadataStore(tmp_path)
+    again.load()
+    assert again.partition("r", 0) == done
+
+
+def test_a_reassignment_among_replicas_in_sync_completes_at_once(cluster) -> None:
+    control, store, _, _ = cluster
+    store.add("r", 1, {}, registrations=control.assigned([[1, 2, 3]]))
+    control.reassign("r", 0, [3, 2])  # lowering the replication factor: nothing to copy
+    reg = store.partition("r", 0)
+    assert (reg.replicas, reg.isr, reg.adding, reg.removing) == ((3, 2), (2, 3), (), ())
+    assert reg.leader in (2, 3)
+    control.reassign("r", 0, [2, 3])  # only the order (the preferred leader) changes
+    assert store.partition("r", 0).replicas == (2, 3)
+
+
+def test_reassignment_checks_and_cancellation(cluster) -> None:
+    control, store, brokers, _ = cluster
+    brokers.register(_Node(4))
+    store.add("r", 1, {}, registrations=control.assigned([[1, 2]]))
+
+    def refused(topic: str, partition: int, target: list[int] | None, allow: bool = True) -> tuple[ErrorCode, str]:
+        try:
+            control.reassign(topic, partition, target, allow)
+        except KafkaError as e:
+            return e.code, e.message
+        raise AssertionError("accepted")
+
+    assert refused("nope", 0, [1]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named nope.")
+    assert refused("r", 3, [1]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition r:3.")
+    assert refused("r", 0, [])[0] == ErrorCode.INVALID_REPLICATION_ASSIGNMENT
+    assert refused("r", 0, [9, 1]) == (ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                       "The manual partition assignment includes broker 9, but no such broker is "
+                                       "registered.")
+    assert refused("r", 0, [2, 1, 2])[1] == "The manual partition assignment includes the broker 2 more than once."
+    assert refused("r", 0, [1, 2, 4], False) == (ErrorCode.INVALID_REPLICATION_FACTOR,
+                                                 "The replication factor is changed from 2 to 3")
+    assert refused("r", 0, None)[0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+
+    control.reassign("r", 0, [3, 4], False)  # same factor: allowed
+    reg = store.partition("r", 0)
+    assert (reg.replicas, reg.adding, reg.removing) == ((3, 4, 1, 2), (3, 4), (1, 2))
+    assert refused("r", 0, [1, 2, 3], False)[1] == "The replication factor is changed from 2 to 3"
+    control.reassign("r", 0, None)  # cancelled: the added replicas leave, the removed ones stay
+    reg = store.partition("r", 0)
+    assert (reg.replicas, reg.isr, reg.adding, reg.removing, reg.leader) == ((1, 2), (1, 2), (), (), 1)
