@@ -34,15 +34,7 @@ def cluster(tmp_path):
     process = BrokerProcess(tmp_path / "data", port=base, overrides={
         "cluster.brokers": "3", "control.port": str(control_port), "replica.lag.time.max.ms": "3000",
         "transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}).start()
-    deadline = time.monotonic() + 30
-    while True:  # the first broker answers before the other two are up
-        try:
-            if all(b["alive"] for b in _control(control_port, "GET", "/cluster")["brokers"]):
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, process.log_tail()
-        time.sleep(0.1)
+    process.wait_for_cluster(control_port)
     process.control_port = control_port  # type: ignore[attr-defined]
     yield process
     assert process.stop() == 0, process.log_tail()

@@ -7,8 +7,14 @@ partitions, large messages and more. ``go test -c`` builds the test binary from 
 runs in the package's own directory (some tests read their sources) with the environment its
 helpers_test.go reads: one replica, fewer records, and the upstream CI's unsafe/stable-fetch modes.
 
+It runs twice: against one broker (RF 1), and against ``--brokers 3`` with every topic at RF 3
+(``KGO_TEST_RF=3``, as franz-go's CI runs against a 3-broker Kafka), where partitions are led by
+different brokers, produces wait for the ISR and the group and transaction coordinators live on
+different brokers.
+
 Tests that skip for a feature we do not implement are listed in EXPECTED_SKIPS; any other skip, or
-any failure, fails this test. Needs Go (marker ``go``); about 15 s to build and 50 s to run.
+any failure, fails this test. Needs Go (marker ``go``); about 15 s to build, 50 s to run against one
+broker and 90 s against three.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from tests.support.broker_process import ROOT, BrokerProcess, free_port
+from tests.support.broker_process import ROOT, BrokerProcess, free_port, free_port_block
 
 GO_MODULE = ROOT / "tests" / "go"
 KGO = "github.com/twmb/franz-go/pkg/kgo"
@@ -89,19 +95,32 @@ def kgo_tests(tmp_path_factory) -> tuple[Path, Path]:
     return binary, Path(listed.stdout.strip())
 
 
-@pytest.fixture(scope="module")
-def our_broker(tmp_path_factory):
-    """The broker, with a SASL_PLAINTEXT listener and a SCRAM-SHA-256 user for franz-go's SCRAM tests."""
-    sasl_port = free_port()
-    b = BrokerProcess(tmp_path_factory.mktemp("franz-go-broker") / "data", overrides={
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"})
-    b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+@pytest.fixture(scope="module", params=[1, 3], ids=["one-broker", "three-brokers"])
+def our_broker(tmp_path_factory, request):
+    """The broker (or ``--brokers 3``), with a SASL_PLAINTEXT listener and a SCRAM-SHA-256 user for
+    franz-go's SCRAM tests."""
+    brokers = request.param
+    data = tmp_path_factory.mktemp("franz-go-broker") / "data"
+    if brokers == 1:
+        port, sasl_port = free_port(), free_port()
+        b = BrokerProcess(data, port=port, overrides={"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"})
+    else:  # brokers listen on port + (id - 1), for each listener: two blocks of 3 and the control port
+        base = free_port_block(2 * brokers + 1)
+        port, sasl_port, control_port = base, base + brokers, base + 2 * brokers
+        b = BrokerProcess(data, port=port, overrides={
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512", "cluster.brokers": str(brokers),
+            "control.port": str(control_port)})
+    b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
     b.start()
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # must outlive the future
+    if brokers > 1:
+        b.wait_for_cluster(control_port)
+    b.brokers = brokers
+    b.seeds = ",".join(f"127.0.0.1:{port + i}" for i in range(brokers))
+    b.scram_seeds = ",".join(f"127.0.0.1:{sasl_port + i}" for i in range(brokers))
+    admin = AdminClient({"bootstrap.servers": b.seeds})  # must outlive the future
     admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
         SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), SCRAM_PASSWORD.encode())
     ])[SCRAM_USER].result(15)
-    b.scram_seeds = f"127.0.0.1:{sasl_port}"
     yield b
     code = b.stop()
     assert code == 0, f"broker exited with {code} on SIGTERM:\n{b.log_tail()}"
@@ -111,9 +130,10 @@ def test_franz_go_kgo_suite(kgo_tests, our_broker) -> None:
     binary, package_dir = kgo_tests
     env = {
         **os.environ,
-        "KGO_SEEDS": our_broker.bootstrap,
-        "KGO_TEST_RF": "1",  # one broker
-        "KGO_TEST_RECORDS": "20000",  # upstream default 500,000; the ETL tests check every record either way
+        "KGO_SEEDS": our_broker.seeds,
+        "KGO_TEST_RF": str(our_broker.brokers),  # every topic on every broker
+        # upstream default 500,000; the ETL tests check every record either way
+        "KGO_TEST_RECORDS": "20000" if our_broker.brokers == 1 else "10000",
         "KGO_TEST_UNSAFE": "1",  # as franz-go's CI: also the EndBeginTxnUnsafe transaction mode
         "KGO_TEST_STABLE_FETCH": "true",
         "KGO_TEST_SCRAM_SEEDS": our_broker.scram_seeds,
@@ -126,7 +146,7 @@ def test_franz_go_kgo_suite(kgo_tests, our_broker) -> None:
     failed = sorted(n for n, s in results.items() if s == "FAIL")
     skipped = {n for n, s in results.items() if s == "SKIP"}
     passed = {n for n, s in results.items() if s == "PASS"}
-    print(f"\n[franz-go] {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped "
+    print(f"\n[franz-go, {our_broker.brokers} broker(s)] {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped "
           f"(exit {run.returncode})")
     tail = "\n".join(out.splitlines()[-80:])
     assert not failed, f"franz-go tests failed: {failed}\n{tail}\n{our_broker.log_tail()}"

@@ -132,6 +132,24 @@ class BrokerProcess:
         self.stop()
         return self.start()
 
+    def wait_for_cluster(self, control_port: int, timeout: float = 30.0) -> BrokerProcess:
+        """``--brokers N``: the first broker answers before the others are up; wait for all of
+        them through the control endpoint."""
+        import json
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{control_port}/cluster", timeout=5) as r:
+                    if all(b["alive"] for b in json.loads(r.read())["brokers"]):
+                        return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster did not come up in {timeout}s:\n{self.log_tail()}")
+            time.sleep(0.1)
+
     def log_tail(self, n: int = 60) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
