@@ -85,3 +85,34 @@ def test_java_scenario_against_our_broker(our_broker, scenarios_jar, advertised,
     if failure is not None:
         print(our_broker.log_tail(60))
         raise AssertionError(f"scenario {scenario} failed against our broker: {failure}")
+
+
+# Against ``--brokers 3`` with every scenario topic at RF 3: partitions led by different brokers,
+# produces that wait for the ISR, the group and transaction coordinators on other brokers than the
+# partitions they write. ``admin`` checks RF 1 topics of its own; ``consumer-protocol`` needs
+# KIP-848 on every broker alike, which the one-broker run already covers.
+CLUSTER_SCENARIOS = ("produce-consume", "idempotent", "transactions", "consume-transform-produce", "groups",
+                     "admin-transactions")
+
+
+@pytest.fixture(scope="module")
+def our_cluster(tmp_path_factory):
+    from tests.support.broker_process import free_port_block
+
+    base = free_port_block(4)
+    b = BrokerProcess(tmp_path_factory.mktemp("java-cluster") / "data", port=base, overrides={
+        "cluster.brokers": "3", "control.port": str(base + 3)}).start()
+    b.wait_for_cluster(base + 3)
+    yield ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+    code = b.stop()
+    assert code == 0, f"broker exited with {code} on SIGTERM:\n{b.log_tail()}"
+
+
+@pytest.mark.parametrize("scenario", CLUSTER_SCENARIOS)
+def test_java_scenario_against_three_brokers(our_cluster, scenarios_jar, scenario):
+    t0 = time.monotonic()
+    r = run_scenario(scenario, our_cluster, timeout=150, env={"SCENARIO_REPLICATION_FACTOR": "3"})
+    print(f"\n[java] {scenario} against three brokers: {time.monotonic() - t0:.1f}s")
+    failure = scenario_failure(r, scenario)
+    if failure is not None:
+        raise AssertionError(f"scenario {scenario} failed against --brokers 3: {failure}")

@@ -130,10 +130,17 @@ final class Util {
 
     // ---- topics ----------------------------------------------------------------------------------------
 
-    /** Creates topics (name -> partitions, RF 1) and waits until every partition has a leader. */
+    /** The replication factor of the scenarios' topics: SCENARIO_REPLICATION_FACTOR, else 1. */
+    static short replicationFactor() {
+        String rf = System.getenv("SCENARIO_REPLICATION_FACTOR");
+        return rf == null || rf.isEmpty() ? (short) 1 : Short.parseShort(rf);
+    }
+
+    /** Creates topics (name -> partitions, RF as above) and waits until every partition has a leader. */
     static void createTopics(Admin admin, Map<String, Integer> topics) throws Exception {
         List<NewTopic> nts = new ArrayList<>();
-        topics.forEach((t, n) -> nts.add(new NewTopic(t, n, (short) 1)));
+        short rf = replicationFactor();
+        topics.forEach((t, n) -> nts.add(new NewTopic(t, n, rf)));
         admin.createTopics(nts).all().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
         waitForLeaders(admin, topics);
     }
