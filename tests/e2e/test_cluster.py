@@ -58,13 +58,9 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> lis
     return out
 
 
-def test_idempotent_acks_all_through_a_follower_and_a_leader_going_down(cluster):
-    port = cluster.control_port
-    admin = AdminClient({"bootstrap.servers": _bootstrap(cluster)})
-    admin.create_topics([NewTopic("events", 3, 3, config={"min.insync.replicas": "2"})])["events"].result(30)
-    producer = Producer({"bootstrap.servers": _bootstrap(cluster), "enable.idempotence": True, "acks": "all",
+def _confluent_producer(bootstrap: str, acked: list[tuple[int, int, bytes]]):
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 5})
-    acked: list[tuple[int, int, bytes]] = []
 
     def on_delivery(err, msg):
         assert err is None, err
@@ -75,6 +71,34 @@ def test_idempotent_acks_all_through_a_follower_and_a_leader_going_down(cluster)
             producer.produce("events", f"e{i}".encode(), partition=i % 3, on_delivery=on_delivery)
             producer.poll(0)
         assert producer.flush(60) == 0
+
+    return produce, lambda: None
+
+
+def _kafka_python_producer(bootstrap: str, acked: list[tuple[int, int, bytes]]):
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), enable_idempotence=True, acks="all",
+                             linger_ms=5, retries=2**31 - 1, request_timeout_ms=10000)
+
+    def produce(start: int, end: int) -> None:
+        futures = [(producer.send("events", f"e{i}".encode(), partition=i % 3), f"e{i}".encode())
+                   for i in range(start, end)]
+        for future, value in futures:
+            md = future.get(timeout=60)
+            acked.append((md.partition, md.offset, value))
+
+    return produce, producer.close
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_idempotent_acks_all_through_a_follower_and_a_leader_going_down(cluster, client):
+    port = cluster.control_port
+    admin = AdminClient({"bootstrap.servers": _bootstrap(cluster)})
+    admin.create_topics([NewTopic("events", 3, 3, config={"min.insync.replicas": "2"})])["events"].result(30)
+    acked: list[tuple[int, int, bytes]] = []
+    make = _confluent_producer if client == "confluent-kafka" else _kafka_python_producer
+    produce, close = make(_bootstrap(cluster), acked)
 
     produce(0, 300)
     leader0 = _control(port, "GET", "/topics/events")["partitions"][0]["leader"]
@@ -88,6 +112,7 @@ def test_idempotent_acks_all_through_a_follower_and_a_leader_going_down(cluster)
         time.sleep(0.2)
     _control(port, "POST", f"/brokers/{leader0}/down")  # clients fail over to the new leader
     produce(600, 900)
+    close()
     assert len(acked) == 900
     got = _read_all(_bootstrap(cluster), "events", 3, 900)
     assert sorted(got) == sorted((p, v) for p, _o, v in acked)  # every acknowledged record, once
