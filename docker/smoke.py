@@ -2,13 +2,17 @@
 
     python docker/smoke.py [--bootstrap 127.0.0.1:9092] [--metrics http://127.0.0.1:9404/metrics]
                            [--expect-topics orders,payments] [--require-transactions]
+                           [--brokers 3 --control http://127.0.0.1:9099]
 
 Waits for the broker to answer ApiVersions, then: creates a topic, produces records (with
 idempotence when the broker serves InitProducerId), consumes them back in a consumer group
 and checks every one; does the same once per compression codec (none, gzip, snappy, lz4, zstd). When the broker serves EndTxn it also runs transactions: one committed
 and one aborted, then checks that a read_committed consumer sees exactly the committed
 records. With ``--metrics`` it scrapes /metrics and checks the log-end-offset gauge and the
-bytes-in counter of the topic. Prints one line per step; exit 0 when all passed.
+bytes-in counter of the topic. With ``--brokers N`` (``--brokers 3`` in the container) it waits
+for N brokers in Metadata and uses topics of replication factor N (min.insync.replicas 2); with
+``--control`` it also takes broker 2 down through the control endpoint, produces and consumes
+through the failover, and brings it back. Prints one line per step; exit 0 when all passed.
 Run from the repository root (it borrows ``broker.ops.healthcheck`` for ApiVersions).
 """
 
@@ -46,10 +50,51 @@ def wait_for_broker(host: str, port: int, timeout: float) -> dict[int, tuple[int
             time.sleep(0.5)
 
 
+REPLICATION_FACTOR = 1  # --brokers N sets N
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30).values():
+    config = {"min.insync.replicas": "2"} if REPLICATION_FACTOR > 1 else {}
+    new = NewTopic(topic, partitions, REPLICATION_FACTOR, config=config)
+    for fut in admin.create_topics([new], operation_timeout=30).values():
         fut.result(30)
+
+
+def wait_brokers(bootstrap: str, count: int, timeout: float) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        brokers = admin.list_topics(timeout=10).brokers
+        if len(brokers) >= count:
+            step(f"Metadata lists {len(brokers)} brokers: "
+                 + ", ".join(f"{b.id} at {b.host}:{b.port}" for b in sorted(brokers.values(), key=lambda b: b.id)))
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"smoke: FAIL Metadata lists {len(brokers)} brokers, expected {count}")
+        time.sleep(0.5)
+
+
+def control(url: str, method: str, path: str) -> dict:
+    import json
+
+    request = urllib.request.Request(url.rstrip("/") + path, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def failover(bootstrap: str, url: str, topic: str, idempotent: bool) -> None:
+    """Broker 2 down (its partitions get new leaders), records through it, broker 2 back."""
+    alive = [b["id"] for b in control(url, "GET", "/cluster")["brokers"] if b["alive"]]
+    create_topic(bootstrap, topic, 3)  # one partition led by each broker
+    control(url, "POST", "/brokers/2/down")
+    produce(bootstrap, topic, 300, idempotent)
+    got = consume(bootstrap, topic, 300)
+    if sorted(got) != sorted(f"v{i}".encode() for i in range(300)):
+        raise SystemExit(f"smoke: FAIL with broker 2 down: consumed {len(got)} of 300 records")
+    control(url, "POST", "/brokers/2/up")
+    step(f"control: brokers {alive} alive; broker 2 taken down, 300 records produced and consumed "
+         "through the failover, broker 2 back")
 
 
 def wait_topics(bootstrap: str, names: list[str], timeout: float) -> None:
@@ -171,11 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--expect-topics", default="", help="comma-separated topics that must exist")
     ap.add_argument("--require-transactions", action="store_true", help="fail if the broker lacks EndTxn")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--brokers", type=int, default=1, help="expect this many brokers; topics get this RF")
+    ap.add_argument("--control", help="URL of the control endpoint (with --brokers): a broker taken down")
     args = ap.parse_args(argv)
     started = time.monotonic()
     host, _, port = args.bootstrap.rpartition(":")
     apis = wait_for_broker(host, int(port), args.timeout)
     step(f"broker at {args.bootstrap} answers ApiVersions with {len(apis)} APIs")
+    if args.brokers > 1:
+        global REPLICATION_FACTOR
+        REPLICATION_FACTOR = args.brokers
+        wait_brokers(args.bootstrap, args.brokers, args.timeout)
     if args.expect_topics:
         names = [n for n in args.expect_topics.split(",") if n]
         wait_topics(args.bootstrap, names, args.timeout)
@@ -184,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     create_topic(args.bootstrap, topic, 3)
     idempotent = INIT_PRODUCER_ID in apis
     produce(args.bootstrap, topic, args.records, idempotent)
-    step(f"produced {args.records} records to {topic} (3 partitions, idempotence {'on' if idempotent else 'off'})")
+    step(f"produced {args.records} records to {topic} (3 partitions, replication factor {REPLICATION_FACTOR}, "
+         f"idempotence {'on' if idempotent else 'off'})")
     got = consume(args.bootstrap, topic, args.records)
     expected = {f"v{i}".encode() for i in range(args.records)}
     if len(got) != args.records or set(got) != expected:
@@ -199,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("smoke: FAIL the broker does not serve EndTxn (transactions)")
     else:
         step("transactions: SKIPPED, this broker build does not serve EndTxn yet")
+    if args.control:
+        failover(args.bootstrap, args.control, f"{topic}-failover", idempotent)
     step(f"OK in {time.monotonic() - started:.1f}s")
     return 0
 

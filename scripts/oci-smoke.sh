@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build and run the container image for real, then the compose stack, each with docker/smoke.py
+# Build and run the container image for real, then the compose stacks (one broker, and three in
+# docker/compose.cluster.yml), each with docker/smoke.py
 # against 127.0.0.1:9092 (produce, consume, a committed and an aborted transaction; for compose
 # also the topics made by init-topics and the /metrics endpoint on 9404).
 # Uses ../shared/tools/oci-check (podman; needs root; installs podman, runc and debootstrap and
@@ -28,3 +29,8 @@ seen=0
 step "oci-check run" run --port 9092 -- "$py" docker/smoke.py --require-transactions
 step "oci-check compose" compose --port 9092 -- "$py" docker/smoke.py --require-transactions \
   --expect-topics orders,payments,events --metrics http://127.0.0.1:9404/metrics
+# three brokers in the container (docker/compose.cluster.yml): RF 3 topics, a broker taken down
+export COMPOSE_FILE=docker/compose.cluster.yml
+step "oci-check compose (3 brokers)" compose --port 9092 -- "$py" docker/smoke.py --require-transactions \
+  --brokers 3 --control http://127.0.0.1:9099
+unset COMPOSE_FILE

@@ -128,7 +128,7 @@ class Controller:
         return self.broker.shared is not None
 
     def _place(self, partitions: int, replication_factor: int, assignments: list[list[int]] | None,
-               topic: str = "") -> list[PartitionRegistration] | None:
+               topic: str = "", first_partition: int = 0) -> list[PartitionRegistration] | None:
         """The new partitions' registrations (None on a single node: all of them its own)."""
         if not self.clustered:
             if replication_factor > 1:
@@ -137,7 +137,7 @@ class Controller:
             return None
         control = self.broker.replication_control
         if assignments:
-            return control.assigned(assignments, replication_factor if topic else None)
+            return control.assigned(assignments, replication_factor if topic else None, first_partition)
         return control.place(partitions, replication_factor)
 
     def _publishers(self) -> list[PartitionPublisher]:
@@ -195,7 +195,8 @@ class Controller:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {info.partitions} partition(s).")
         if count > MAX_PARTITIONS:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Too many partitions.")
-        registrations = self._place(count - info.partitions, self._replication_factor(info), assignments, name)
+        registrations = self._place(count - info.partitions, self._replication_factor(info), assignments, name,
+                                    info.partitions)
         if validate_only:
             return
         old = info.partitions

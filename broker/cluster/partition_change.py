@@ -53,10 +53,11 @@ class PartitionRegistration:
 
     @classmethod
     def new(cls, replicas: Sequence[int], alive: Callable[[int], bool]) -> PartitionRegistration:
-        """A created partition: every replica in the ISR, the first live one leading, epoch 0."""
-        isr = tuple(replicas)
-        leader = next((r for r in isr if alive(r)), NO_LEADER)
-        return cls(replicas=tuple(replicas), isr=isr, leader=leader)
+        """A created partition (ReplicationControlManager.createTopic): the live replicas form
+        the ISR and the first of them leads, epoch 0. A fenced broker may hold a replica (the
+        placer takes one when too few are live) but it joins the ISR only once it has caught up."""
+        isr = tuple(r for r in replicas if alive(r))
+        return cls(replicas=tuple(replicas), isr=isr, leader=isr[0] if isr else NO_LEADER)
 
     @property
     def has_leader(self) -> bool:

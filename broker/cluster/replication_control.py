@@ -70,13 +70,18 @@ class ReplicationControl:
         return [PartitionRegistration.new(replicas, self.brokers.alive)
                 for replicas in place(usable, partitions, replication_factor, self.rng)]
 
-    def assigned(self, assignments: list[list[int]], replication_factor: int | None = None
-                 ) -> list[PartitionRegistration]:
+    def assigned(self, assignments: list[list[int]], replication_factor: int | None = None,
+                 first_partition: int = 0) -> list[PartitionRegistration]:
         """Registrations of partitions whose replicas a CreateTopics/CreatePartitions request chose;
-        each must have the replication factor of the ones before it (or of the topic's)."""
-        for replicas in assignments:
+        each must have the replication factor of the ones before it (or of the topic's) and a
+        live broker among its replicas."""
+        for i, replicas in enumerate(assignments):
             self.validate_assignment(replicas, replication_factor)
             replication_factor = len(replicas)
+            if not any(self.brokers.alive(r) for r in replicas):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 "All brokers specified in the manual partition assignment for partition "
+                                 f"{first_partition + i} are fenced or in controlled shutdown.")
         return [PartitionRegistration.new(replicas, self.brokers.alive) for replicas in assignments]
 
     def validate_assignment(self, replicas: list[int], replication_factor: int | None = None) -> None:

@@ -199,3 +199,15 @@ def test_reassignment_checks_and_cancellation(cluster) -> None:
     control.reassign("r", 0, None)  # cancelled: the added replicas leave, the removed ones stay
     reg = store.partition("r", 0)
     assert (reg.replicas, reg.isr, reg.adding, reg.removing, reg.leader) == ((1, 2), (1, 2), (), (), 1)
+
+
+def test_new_partitions_leave_fenced_brokers_out_of_the_isr(cluster) -> None:
+    control, store, brokers, _ = cluster
+    control.broker_fenced(2)
+    brokers.fence(2)
+    for reg in control.place(6, 3):  # three replicas on three brokers: the fenced one among them
+        assert set(reg.replicas) == {1, 2, 3} and 2 not in reg.isr and reg.leader == reg.isr[0]
+    reg, = control.assigned([[2, 3]])
+    assert (reg.isr, reg.leader) == ((3,), 3)
+    with pytest.raises(KafkaError, match="for partition 4 are fenced"):
+        control.assigned([[1], [2]], first_partition=3)
