@@ -298,13 +298,17 @@ class Broker:
     def _flush_tick(self) -> None:
         self.log_manager.flush_dirty(self.clock.now_ms())
 
-    async def stop(self) -> None:
-        log.info("broker shutting down")
+    async def stop(self, clean: bool = True) -> None:
+        """The clean shutdown (SIGTERM). ``clean=False`` is a crash of this broker alone, for a
+        broker of a cluster process taken down hard: requests in flight are dropped unanswered and
+        the logs are closed without a flush, checkpoints, producer snapshots or the clean-shutdown
+        marker, so its next start recovers them as after ``kill -9``."""
+        log.info("broker shutting down" if clean else "broker crashing (taken down hard)")
         self.stopping = True
         for server in self._servers:
             server.close()
         self.replica_manager.wake_all()
-        if self.inflight:
+        if self.inflight and clean:
             await asyncio.wait(list(self.inflight), timeout=SHUTDOWN_GRACE_SECONDS)
         for task in list(self.inflight):
             task.cancel()
@@ -327,7 +331,10 @@ class Broker:
         if self.shared is not None:
             self.marker_channel.close()
         if self.log_manager.started:
-            self.log_manager.shutdown()
+            if clean:
+                self.log_manager.shutdown()
+            else:
+                self.log_manager.close_unclean()
         if self.shared is None:  # a process of several brokers folds its shared journal once
             try:
                 self.metadata.write_snapshot()  # the journal folded into topics.json

@@ -105,11 +105,12 @@ class ClusterProcess:
         await broker.start()
         return broker
 
-    async def stop_broker(self, node_id: int) -> None:
-        """Take broker ``node_id`` down: listeners closed, its logs closed cleanly, data kept."""
+    async def stop_broker(self, node_id: int, clean: bool = True) -> None:
+        """Take broker ``node_id`` down: listeners closed, data kept; its logs closed cleanly, or
+        (``clean=False``) left as a crash leaves them, to be recovered when it comes back."""
         broker = self.brokers.get(node_id)
         if broker is not None and not broker.stopping:
-            await broker.stop()
+            await broker.stop(clean)
 
     def running(self) -> list[Broker]:
         return [b for b in self.brokers.values() if not b.stopping]

@@ -6,7 +6,8 @@ partition leader, set coordinator for a key) maps onto it one to one.
     GET  /cluster                                  brokers (id, alive, endpoint) and the controller's view
     GET  /topics/<topic>                           every partition's registration
     GET  /coordinators/(group|transaction)/<key>   the key's coordinator partition and its leader
-    POST /brokers/<id>/down                        listeners closed, fetchers and coordinators stopped, data kept
+    POST /brokers/<id>/down                        listeners closed, fetchers and coordinators stopped, data kept;
+                                                   {"clean": false}: as kill -9 (recovery on the way up)
     POST /brokers/<id>/up                          recovered from its log dir, catches up, rejoins the ISR
     POST /topics/<topic>/partitions/<p>/leader     {"broker": id}: an election only it may win
     POST /coordinators/group/<group id>            {"broker": id}: move the group's coordinator
@@ -108,7 +109,7 @@ class ControlEndpoint:
             case "GET", ["topics", topic]:
                 return self.describe_topic(topic)
             case "POST", ["brokers", node, ("down" | "up") as action]:
-                return await self.broker_action(_int(node, "broker id"), action)
+                return await self.broker_action(_int(node, "broker id"), action, body.get("clean", True) is not False)
             case "POST", ["topics", topic, "partitions", partition, "leader"]:
                 return self.move_leader(topic, _int(partition, "partition"), _broker_of(body))
             case "POST", ["coordinators", ("group" | "transaction") as kind, key]:
@@ -137,11 +138,11 @@ class ControlEndpoint:
         return {"topic": topic, "partitions": [{"partition": p, **reg.to_json()}
                                                for p, reg in enumerate(info.registrations)]}
 
-    async def broker_action(self, node_id: int, action: str) -> dict[str, Any]:
+    async def broker_action(self, node_id: int, action: str, clean: bool = True) -> dict[str, Any]:
         if not 1 <= node_id <= self.cluster.count:
             raise HttpError("404 Not Found", f"no broker {node_id}")
         if action == "down":
-            await self.cluster.stop_broker(node_id)
+            await self.cluster.stop_broker(node_id, clean)
         else:
             await self.cluster.start_broker(node_id)
         return {"broker": node_id, "alive": self.cluster.shared.brokers.alive(node_id)}

@@ -24,13 +24,15 @@ import json
 import shutil
 import threading
 import time
+import urllib.request
 import uuid
+from collections.abc import Callable
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, free_port_block
 
 pytestmark = [
     pytest.mark.java,
@@ -99,22 +101,27 @@ def _read_all(bootstrap: str, topic: str, partition: int, isolation: str, timeou
         consumer.close()
 
 
-def _run_eos_check(ref, bootstrap: str, label: str) -> dict:
+def _run_eos_check(ref, bootstrap: str, label: str, replication_factor: int = 1,
+                   during_copy: Callable[[threading.Event], None] | None = None, messages: int = MESSAGES) -> dict:
+    """``during_copy`` runs in a thread while the copiers run, until the event is set (Kafka's
+    transactions_test bounces brokers there)."""
     run = uuid.uuid4().hex[:8]
     inp, out = f"eos-in-{run}", f"eos-out-{run}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    configs = {"min.insync.replicas": "2"} if replication_factor > 1 else {}
     try:
-        admin.create_topics([NewTopic(inp, INPUT_PARTITIONS, 1), NewTopic(out, INPUT_PARTITIONS, 1)])
+        admin.create_topics([NewTopic(inp, INPUT_PARTITIONS, replication_factor, topic_configs=configs),
+                             NewTopic(out, INPUT_PARTITIONS, replication_factor, topic_configs=configs)])
     finally:
         admin.close()
     t0 = time.monotonic()
 
     r = ref.run_tool(TOOLS + "VerifiableProducer", [
-        "--bootstrap-server", bootstrap, "--topic", inp, "--max-messages", MESSAGES, "--acks", "-1",
+        "--bootstrap-server", bootstrap, "--topic", inp, "--max-messages", messages, "--acks", "-1",
         "--repeating-keys", 100], timeout=120)  # keys spread the messages over both partitions
     assert r.returncode == 0, f"VerifiableProducer against {label}: {r.stdout[-2000:]}\n{r.stderr[-2000:]}"
     acked = [e for e in _json_lines(r.stdout) if e.get("name") == "producer_send_success"]
-    assert len(acked) == MESSAGES, f"VerifiableProducer acked {len(acked)} of {MESSAGES}"
+    assert len(acked) == messages, f"VerifiableProducer acked {len(acked)} of {messages}"
     by_partition: dict[int, list[bytes]] = {}
     for e in sorted(acked, key=lambda e: (e["partition"], e["offset"])):
         by_partition.setdefault(e["partition"], []).append(e["value"].encode())
@@ -132,8 +139,15 @@ def _run_eos_check(ref, bootstrap: str, label: str) -> dict:
     threads = [threading.Thread(target=copy, args=(p,)) for p in range(INPUT_PARTITIONS)]
     for th in threads:
         th.start()
+    done = threading.Event()
+    disturber = threading.Thread(target=during_copy, args=(done,)) if during_copy is not None else None
+    if disturber is not None:
+        disturber.start()
     for th in threads:
         th.join()
+    done.set()
+    if disturber is not None:
+        disturber.join()
     copied = time.monotonic()
     for p, res in results.items():
         assert res.returncode == 0, f"copier {p} against {label}: {res.stdout[-3000:]}\n{res.stderr[-3000:]}"
@@ -159,7 +173,7 @@ def _run_eos_check(ref, bootstrap: str, label: str) -> dict:
         f"{label}: no aborted records in the log ({n_uncommitted} read_uncommitted), were aborts enabled?"
     timings = {"seed_s": seeded - t0, "copy_s": copied - seeded, "read_s": read - copied,
                "aborted_records": n_uncommitted - n_committed}
-    print(f"\n[eos] {label}: {MESSAGES} messages copied exactly once; " +
+    print(f"\n[eos] {label}: {messages} messages copied exactly once; " +
           ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in timings.items()))
     return timings
 
@@ -176,3 +190,50 @@ def test_eos_copier_against_our_broker(reference, ours, request):
     if missing:
         request.applymarker(pytest.mark.xfail(strict=False, reason=f"API keys {missing} not implemented yet"))
     _run_eos_check(reference, ours.bootstrap, "our broker")
+
+
+@pytest.fixture(scope="module")
+def our_cluster(tmp_path_factory):
+    base = free_port_block(4)
+    b = BrokerProcess(tmp_path_factory.mktemp("eos-cluster") / "data", port=base, overrides={
+        "cluster.brokers": "3", "control.port": str(base + 3), "replica.lag.time.max.ms": "5000",
+        "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2", "offsets.topic.num.partitions": "6",
+        "transaction.state.log.num.partitions": "6"}).start()
+    b.wait_for_cluster(base + 3)
+    b.control_url = f"http://127.0.0.1:{base + 3}"
+    b.seeds = ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+    yield b
+    code = b.stop()
+    assert code == 0, f"broker exited with {code} on SIGTERM:\n{b.log_tail()}"
+
+
+def _bouncer(control_url: str, clean: bool) -> Callable[[threading.Event], None]:
+    """Kafka's transactions_test bounce of the brokers: each in turn goes down (SIGTERM, or as
+    kill -9) and comes back, while the copiers run."""
+    def post(path: str, body: dict | None = None) -> None:
+        data = json.dumps(body or {}).encode()
+        urllib.request.urlopen(urllib.request.Request(control_url + path, data=data, method="POST"), timeout=60)
+
+    def bounce(done: threading.Event) -> None:
+        node = 1
+        bounces = 0
+        while not done.wait(1.0):
+            post(f"/brokers/{node}/down", {"clean": clean})
+            done.wait(0.5)
+            post(f"/brokers/{node}/up")
+            bounces += 1
+            node = node % 3 + 1
+        print(f"\n[eos] {bounces} {'clean' if clean else 'hard'} broker bounces during the copy")
+
+    return bounce
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-bounce", "hard-bounce"])
+def test_eos_copier_while_brokers_bounce(reference, our_cluster, clean):
+    """transactions_test.py's broker bounces: three brokers, RF 3, min.insync.replicas 2; each broker
+    in turn goes down and comes back while the copiers run; still exactly once."""
+    timings = _run_eos_check(reference, our_cluster.seeds, f"three brokers, {'clean' if clean else 'hard'} bounces",
+                             replication_factor=3, during_copy=_bouncer(our_cluster.control_url, clean),
+                             messages=10_000)
+    assert timings["copy_s"] > 0
