@@ -31,29 +31,45 @@ DEFINED_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LA
                  EARLIEST_PENDING_UPLOAD: 11}
 
 
+DEBUGGING_REPLICA_ID = -2  # ListOffsetsRequest.DEBUGGING_REPLICA_ID: may read a follower's log
+
+
 def lookup(broker: Services, topic: str, partition: int, timestamp: int, isolation_level: int,
-           version: int) -> tuple[int, int]:
-    plog = broker.replica_manager.partition_log(topic, partition)
+           version: int, leader_only: bool = True) -> tuple[int, int, int]:
+    """fetchOffsetForTimestamp: (timestamp, offset, leader epoch), at the leader
+    (NOT_LEADER_OR_FOLLOWER elsewhere) except for the debugging replica id. The epoch is the
+    current leader epoch for the latest offset and the epoch of the records found otherwise."""
+    rm = broker.replica_manager
+    plog = rm.leader_log(topic, partition) if leader_only else rm.partition_log(topic, partition)
     if timestamp < 0 and DEFINED_SINCE.get(timestamp, version + 1) > version:
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"timestamp {timestamp} at ListOffsets v{version}")
+
+    def epoch_of(offset: int) -> int:
+        epoch = plog.epoch_cache.epoch_for_offset(offset)
+        return epoch if epoch is not None else -1
+
     if timestamp == LATEST:
         offset = last_stable_offset(plog) if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
-        return -1, offset
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return -1, plog.log_start_offset
+        return -1, offset, rm.leader_epoch(topic, partition)
+    if timestamp == EARLIEST:  # the earliest epoch, if it starts at or before the log start
+        first = plog.epoch_cache.earliest_entry
+        epoch = first[0] if first is not None and first[1] <= plog.log_start_offset else -1
+        return -1, plog.log_start_offset, epoch
+    if timestamp == EARLIEST_LOCAL:
+        return -1, plog.log_start_offset, epoch_of(plog.log_start_offset)
     if timestamp in (EARLIEST_PENDING_UPLOAD, LATEST_TIERED):
-        return -1, -1
+        return -1, -1, -1
     if timestamp == MAX_TIMESTAMP:
         largest = plog.max_timestamp_and_offset()
-        return largest if largest is not None else (-1, -1)
+        return (largest[0], largest[1], epoch_of(largest[1])) if largest is not None else (-1, -1, -1)
     found = plog.offset_for_timestamp(timestamp)
     if found is None:
-        return -1, -1
+        return -1, -1, -1
     offset, ts = found
     upper = last_stable_offset(plog) if isolation_level == ISOLATION_READ_COMMITTED else plog.high_watermark
     if offset >= upper:
-        return -1, -1
-    return ts, offset
+        return -1, -1, -1
+    return ts, offset, epoch_of(offset)
 
 
 @api(2, (1, 11))
@@ -74,10 +90,10 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
             try:
                 rm = broker.replica_manager
                 rm.check_leader_epoch(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
-                ts, offset = lookup(broker, t.name, p.partition_index, p.timestamp, isolation, ctx.api_version)
+                ts, offset, epoch = lookup(broker, t.name, p.partition_index, p.timestamp, isolation,
+                                           ctx.api_version, leader_only=req.replica_id != DEBUGGING_REPLICA_ID)
                 parts.append(PartResp(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset,
-                                      leader_epoch=rm.leader_epoch(t.name, p.partition_index)
-                                      if offset >= 0 else -1))
+                                      leader_epoch=epoch if offset >= 0 else -1))
             except Exception as e:  # noqa: BLE001 - per-partition error code
                 parts.append(PartResp(partition_index=p.partition_index, error_code=error_code_of(e),
                                       timestamp=-1, offset=-1, leader_epoch=-1))

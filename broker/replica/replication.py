@@ -228,17 +228,19 @@ class Replication:
                              f"Replica {replica_id} is not a replica of {topic}-{partition}")
         before = follower.log_end_offset
         follower.update_fetch(fetch_offset, log_start_offset, self.broker.clock.now_ms(), plog.log_end_offset)
-        isr = lead.isr_to_expand(replica_id, plog.high_watermark, self.broker.brokers.alive)
-        if isr is not None:
-            self._alter_isr(key, sorted(isr))
+        if lead.isr_to_expand(replica_id, plog.high_watermark, self.broker.brokers.alive) is not None:
+            self._alter_isr(key, add=replica_id)
         if before != follower.log_end_offset:
             self.maybe_increment_hw(key, plog)
 
-    def _alter_isr(self, key: TopicPartition, isr: list[int]) -> None:
-        """AlterPartition to the controller (in this process; its answer comes back as a change)."""
+    def _alter_isr(self, key: TopicPartition, add: int | None = None, remove: frozenset[int] = frozenset()) -> None:
+        """AlterPartition to the controller (in this process; its answer comes back as a change).
+        The leader proposes its ISR set in id order, as Kafka 4.3's brokers are seen to (the
+        three-node differential test)."""
         reg = self.broker.metadata.partition(*key)
         if reg is None:
             return
+        isr = sorted({r for r in reg.isr if r not in remove} | ({add} if add is not None else set()))
         error, _ = self.broker.replication_control.alter_partition(
             key[0], key[1], self.broker.node_id, reg.leader_epoch, reg.partition_epoch, isr)
         if error != ErrorCode.NONE:
@@ -256,7 +258,7 @@ class Replication:
             if out:
                 log.info("shrinking ISR", topic=key[0], partition=key[1], out_of_sync=sorted(out),
                          log_end_offset=plog.log_end_offset, high_watermark=plog.high_watermark)
-                self._alter_isr(key, sorted(lead.isr - out))
+                self._alter_isr(key, remove=frozenset(out))
 
     # --- acks=all -----------------------------------------------------------------------------
 

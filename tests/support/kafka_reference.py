@@ -414,6 +414,140 @@ class KafkaReference:
         return r
 
 
+class KafkaReferenceCluster:
+    """N Apache Kafka nodes on loopback, each its own JVM: node 1 is broker and the (standalone)
+    KRaft controller, nodes 2..N brokers only, as a small production cluster. Nodes can be stopped
+    (SIGTERM: a controlled shutdown, or SIGKILL) and started again over the same data."""
+
+    def __init__(self, nodes: int = 3, heap: str = "512m", extra_props: Mapping[str, object] | None = None):
+        self.reference = KafkaReference(heap=heap, extra_props=extra_props)  # jars, tools, defaults
+        self.count = nodes
+        self.heap = heap
+        self.cluster_id = random_cluster_id()
+        self.ports: dict[int, int] = {}
+        self.controller_port: int | None = None
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.workdir: Path | None = None
+        self.timings: dict[str, float] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[i]}" for i in sorted(self.ports))
+
+    def node_bootstrap(self, node_id: int) -> str:
+        return f"127.0.0.1:{self.ports[node_id]}"
+
+    def _props(self, node_id: int) -> dict[str, object]:
+        assert self.workdir is not None and self.controller_port is not None
+        port = self.ports[node_id]
+        props = self.reference.server_properties(self.workdir / f"node-{node_id}", port, self.controller_port)
+        props.update({
+            "node.id": node_id,
+            "default.replication.factor": self.count,
+            "offsets.topic.replication.factor": self.count,
+            "transaction.state.log.replication.factor": self.count,
+            "share.coordinator.state.topic.replication.factor": self.count,
+        })
+        if node_id == 1:
+            props["process.roles"] = "broker,controller"
+        else:  # a broker only: no CONTROLLER listener of its own
+            props["process.roles"] = "broker"
+            props["listeners"] = props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
+        props.update(self.reference.extra_props)
+        return props
+
+    def start(self, workdir: str | os.PathLike, timeout: float = 90.0) -> str:
+        t0 = time.monotonic()
+        self.reference.fetch()
+        self.workdir = Path(workdir).resolve()
+        taken: set[int] = set()
+        for i in range(1, self.count + 2):
+            port = free_port()
+            while port in taken:
+                port = free_port()
+            taken.add(port)
+            if i <= self.count:
+                self.ports[i] = port
+            else:
+                self.controller_port = port
+        java = java_executable()
+        for node_id in range(1, self.count + 1):
+            d = self.workdir / f"node-{node_id}"
+            d.mkdir(parents=True, exist_ok=True)
+            conf = d / "server.properties"
+            conf.write_text("".join(f"{k}={v}\n" for k, v in self._props(node_id).items()))
+            self.reference._write_log4j(d / "log4j2.properties", "INFO", "SYSTEM_OUT")
+            quorum = ["--standalone"] if node_id == 1 else ["--no-initial-controllers"]
+            fmt = subprocess.run(
+                [java, *TOOL_JVM_OPTS, f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}", "-cp",
+                 self.reference.classpath, STORAGE_TOOL, "format", *quorum, "-t", self.cluster_id, "-c", str(conf)],
+                capture_output=True, text=True, timeout=120)
+            if fmt.returncode != 0:
+                raise KafkaReferenceError(f"format of node {node_id} failed:\n{fmt.stdout}\n{fmt.stderr}")
+        self.timings["format"] = time.monotonic() - t0
+        t = time.monotonic()
+        for node_id in range(1, self.count + 1):
+            self.start_node(node_id, wait=False)
+        self.wait_for_brokers(self.count, timeout)
+        self.timings["start"] = time.monotonic() - t
+        return self.bootstrap
+
+    def start_node(self, node_id: int, wait: bool = True, timeout: float = 60.0) -> None:
+        assert self.workdir is not None
+        d = self.workdir / f"node-{node_id}"
+        with open(d / "broker.log", "ab") as out:
+            self.procs[node_id] = subprocess.Popen(
+                [java_executable(), f"-Xmx{self.heap}", f"-Xms{self.heap}", *BROKER_JVM_OPTS,
+                 f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}", f"-Dkafka.logs.dir={d / 'logs'}",
+                 "-cp", self.reference.classpath, KAFKA_MAIN, str(d / "server.properties")],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=d, start_new_session=True)
+        atexit.register(self.stop)
+        if wait:
+            wait_for_kafka_api(self.node_bootstrap(node_id), timeout=timeout, proc=self.procs[node_id],
+                               log=d / "broker.log")
+
+    def wait_for_brokers(self, count: int, timeout: float = 60.0) -> None:
+        """Until the first node's Metadata lists ``count`` brokers."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if len(probe_kafka_api("127.0.0.1", self.ports[1])["brokers"]) >= count:
+                    return
+            except Exception:  # noqa: BLE001 - still starting
+                pass
+            for node_id, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise KafkaReferenceError(f"node {node_id} exited:\n{self.log_tail(node_id)}")
+            if time.monotonic() > deadline:
+                raise KafkaReferenceError(f"{count} brokers not registered in {timeout}s:\n{self.log_tail(1)}")
+            time.sleep(0.1)
+
+    def stop_node(self, node_id: int, clean: bool = True, timeout: float = 60.0) -> int | None:
+        proc = self.procs.pop(node_id, None)
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        return proc.returncode
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
+        for node_id in sorted(self.procs, reverse=True):  # the controller last
+            self.stop_node(node_id)
+
+    def log_tail(self, node_id: int, n: int = 60) -> str:
+        return _tail(self.workdir / f"node-{node_id}" / "broker.log" if self.workdir else None, n)
+
+    def run_tool(self, main_class: str, args: Sequence[str] | Iterable[str], **kwargs) -> subprocess.CompletedProcess:
+        return self.reference.run_tool(main_class, args, **kwargs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """python -m tests.support.kafka_reference fetch | run [WORKDIR]
 
