@@ -193,7 +193,7 @@ def failover_s(c) -> float:
     window = [t for t in acks if stopped - 0.5 <= t <= stopped + 10]
     if len(window) < 2 or errors:
         raise RuntimeError(f"{c.name}: too few acks around the failover (errors {errors[:3]})")
-    return max(b - a for a, b in zip(window, window[1:]))
+    return max(b - a for a, b in zip(window, window[1:], strict=False))
 
 
 def main(argv: list[str] | None = None) -> int:
