@@ -27,8 +27,14 @@ def build(r: SyncResult) -> ApiMessage:
                     protocol_name=r.protocol_name, assignment=r.assignment)
 
 
-async def _answer(pending: Awaitable[SyncResult]) -> ApiMessage:
-    return build(await pending)
+async def _answer(ctx: RequestContext, group_id: str, pending: Awaitable[SyncResult]) -> ApiMessage:
+    result = await pending
+    if result.error == ErrorCode.NONE and ctx.broker.shared is not None:
+        # among several brokers: answered once the ISR of the group's partition holds the assignment
+        code = await ctx.broker.group_coordinator.replicated(group_id)
+        if code != ErrorCode.NONE:
+            return build(SyncResult(error=code))
+    return build(result)
 
 
 @api(14, (0, 5))
@@ -38,7 +44,7 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
     protocol_name = req.protocol_name if v >= 5 else None
     if v >= 5 and (protocol_type is None or protocol_name is None):
         return build(SyncResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-    return _answer(ctx.broker.group_coordinator.sync_group(
+    return _answer(ctx, req.group_id, ctx.broker.group_coordinator.sync_group(
         req.group_id,
         req.generation_id,
         req.member_id,

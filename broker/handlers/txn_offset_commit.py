@@ -54,7 +54,23 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
     ]
     if to_commit and v >= 5:
         return _add_then_commit(ctx, req, errors, to_commit)
+    if to_commit and broker.shared is not None:
+        return _after_replication(ctx, req, _commit(ctx, req, errors, to_commit))
     return _commit(ctx, req, errors, to_commit)
+
+
+async def _after_replication(ctx: RequestContext, req: ApiMessage, response: ApiMessage) -> ApiMessage:
+    """Among several brokers, pending transactional offsets are answered once the ISR of their
+    ``__consumer_offsets`` partition holds them (Kafka's coordinators answer after the commit)."""
+    if not any(p.error_code == 0 for t in response.topics for p in t.partitions):
+        return response
+    code = await ctx.broker.group_coordinator.replicated(req.group_id)
+    if code != ErrorCode.NONE:
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code == 0:
+                    p.error_code = int(code)
+    return response
 
 
 async def _add_then_commit(ctx: RequestContext, req: ApiMessage, errors: Errors,
@@ -64,6 +80,8 @@ async def _add_then_commit(ctx: RequestContext, req: ApiMessage, errors: Errors,
     if code != ErrorCode.NONE:
         errors.update({(t, p.partition): code for t, parts in to_commit for p in parts})
         to_commit = []
+    if to_commit and ctx.broker.shared is not None:
+        return await _after_replication(ctx, req, _commit(ctx, req, errors, to_commit))
     return _commit(ctx, req, errors, to_commit)
 
 
