@@ -12,6 +12,7 @@ recovered as after a crash, then it catches up from the leaders).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from pathlib import Path
@@ -71,6 +72,7 @@ class ClusterProcess:
         self.cluster_id = ""
         self.brokers: dict[int, Broker] = {}
         self.control = ControlEndpoint(self)  # served when control.port > 0
+        self._balancer: asyncio.Task[None] | None = None
 
     def _cluster_id(self) -> str:
         """The id every broker's meta.properties agrees on: configured, stored, or new."""
@@ -93,7 +95,21 @@ class ClusterProcess:
         port = int(self.config.get("control.port") or 0)
         if port > 0:
             await self.control.start(str(self.config.get("control.host") or "127.0.0.1"), port)
+        if self.config.get("auto.leader.rebalance.enable"):
+            self._balancer = asyncio.create_task(self._balance_leaders(), name="leader-balance")
         log.info("cluster started", brokers=self.count, cluster_id=self.cluster_id)
+
+    async def _balance_leaders(self) -> None:
+        """The controller's periodic preferred-leader election, every
+        leader.imbalance.check.interval.seconds (the process's clock: a test's ManualClock moves it)."""
+        while True:
+            await self.clock.sleep(max(int(self.config.get("leader.imbalance.check.interval.seconds")), 1))
+            try:
+                moved = self.shared.replication_control.balance_leaders()
+                if moved:
+                    log.info("preferred leaders restored", partitions=moved)
+            except Exception:  # noqa: BLE001 - the next pass tries again
+                log.exception("leader balance failed")
 
     async def start_broker(self, node_id: int) -> Broker:
         """Start (or bring back) broker ``node_id``: a new broker object over the same data."""
@@ -116,6 +132,8 @@ class ClusterProcess:
         return [b for b in self.brokers.values() if not b.stopping]
 
     async def stop(self) -> None:
+        if self._balancer is not None:
+            self._balancer.cancel()
         await self.control.stop()
         for node_id in sorted(self.brokers, reverse=True):
             await self.stop_broker(node_id)

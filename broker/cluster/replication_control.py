@@ -266,6 +266,22 @@ class ReplicationControl:
                     out.setdefault(topic, []).append((p, named))
         return out
 
+    def balance_leaders(self, max_elections: int = 1000) -> int:
+        """maybeBalancePartitionLeaders (auto.leader.rebalance.enable): partitions not led by
+        their preferred (first) replica move back to it when it is a live ISR member; returns how
+        many moved. At most ``max_elections`` a pass, as Kafka's controller bounds it."""
+        moved = 0
+        with self.metadata.batch():
+            for topic, p, reg in self._partitions():
+                if moved >= max_elections:
+                    break
+                preferred = reg.replicas[0]
+                if reg.leader == preferred or preferred not in reg.isr or not self.brokers.alive(preferred):
+                    continue
+                if self.elect(topic, p, Election.PREFERRED) == ErrorCode.NONE:
+                    moved += 1
+        return moved
+
     def move_leader(self, topic: str, partition: int, node_id: int) -> ErrorCode:
         """Make ``node_id`` the leader (a test's topology action, librdkafka's "set partition
         leader"): an election in which only it may lead; it must be a live ISR member."""

@@ -121,6 +121,10 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("replica.fetch.response.max.bytes", "int", 10485760),
     ("replica.fetch.backoff.ms", "int", 1000),
     ("replica.socket.timeout.ms", "int", 30000),
+    # the controller's preferred-leader balance (QuorumController.maybeBalancePartitionLeaders)
+    ("auto.leader.rebalance.enable", "boolean", True),
+    ("leader.imbalance.check.interval.seconds", "long", 300),
+    ("leader.imbalance.per.broker.percentage", "int", 10),  # ZooKeeper mode's; KRaft ignores it
     ("num.recovery.threads.per.data.dir", "int", 2),
     ("connections.max.idle.ms", "long", 600000),
     ("offsets.topic.num.partitions", "int", 50),

@@ -10,6 +10,8 @@ carry Kafka's messages; see coordinator/group/consumer_manager.py. With ``group.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.config.features import GROUP_VERSION, level
 from broker.handlers.join_group import client_address
 from broker.handlers.registry import api
@@ -23,7 +25,7 @@ Assignment = Response.Assignment
 
 
 @api(68, (0, 1))
-def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     if level(ctx.broker, GROUP_VERSION) < 1:
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, member_id=None,
                         member_epoch=0, heartbeat_interval_ms=0, assignment=None)
@@ -54,6 +56,19 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
             Assignment.TopicPartitions(topic_id=t, partitions=sorted(ps))
             for t, ps in sorted(result.assignment.items(), key=lambda i: str(i[0]))
         ])
-    return Response(throttle_time_ms=0, error_code=result.error, error_message=result.message,
-                    member_id=result.member_id, member_epoch=result.member_epoch,
-                    heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+    response = Response(throttle_time_ms=0, error_code=result.error, error_message=result.message,
+                        member_id=result.member_id, member_epoch=result.member_epoch,
+                        heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+    if result.error == ErrorCode.NONE and ctx.broker.shared is not None:
+        return _after_replication(ctx, req.group_id, response)
+    return response
+
+
+async def _after_replication(ctx: RequestContext, group_id: str, response: ApiMessage) -> ApiMessage:
+    """Among several brokers, answered once the ISR of the group's partition holds what the
+    heartbeat wrote (a new epoch, assignment or member), as Kafka's coordinator runtime answers."""
+    code = await ctx.broker.group_coordinator.replicated(group_id)
+    if code != ErrorCode.NONE:
+        return Response(throttle_time_ms=0, error_code=code, member_id=None, member_epoch=0,
+                        heartbeat_interval_ms=0, assignment=None)
+    return response

@@ -211,3 +211,16 @@ def test_new_partitions_leave_fenced_brokers_out_of_the_isr(cluster) -> None:
     assert (reg.isr, reg.leader) == ((3,), 3)
     with pytest.raises(KafkaError, match="for partition 4 are fenced"):
         control.assigned([[1], [2]], first_partition=3)
+
+
+def test_balance_leaders_restores_preferred_leaders_that_are_in_sync(cluster) -> None:
+    control, store, brokers, _ = cluster
+    store.add("b", 2, {}, registrations=control.assigned([[1, 2, 3], [2, 3, 1]]))
+    control.move_leader("b", 0, 3)
+    control.move_leader("b", 1, 3)
+    reg = store.partition("b", 1)
+    error, _ = control.alter_partition("b", 1, 3, reg.leader_epoch, reg.partition_epoch, [3, 1])  # 2 out of sync
+    assert error == ErrorCode.NONE
+    assert control.balance_leaders() == 1  # only partition 0: partition 1's preferred replica is not in sync
+    assert (store.partition("b", 0).leader, store.partition("b", 1).leader) == (1, 3)
+    assert control.balance_leaders() == 0
