@@ -89,10 +89,9 @@ def test_java_scenario_against_our_broker(our_broker, scenarios_jar, advertised,
 
 # Against ``--brokers 3`` with every scenario topic at RF 3: partitions led by different brokers,
 # produces that wait for the ISR, the group and transaction coordinators on other brokers than the
-# partitions they write. ``admin`` checks RF 1 topics of its own; ``consumer-protocol`` needs
-# KIP-848 on every broker alike, which the one-broker run already covers.
+# partitions they write. ``admin`` checks RF 1 topics of its own.
 CLUSTER_SCENARIOS = ("produce-consume", "idempotent", "transactions", "consume-transform-produce", "groups",
-                     "admin-transactions")
+                     "admin-transactions", "consumer-protocol")
 
 
 @pytest.fixture(scope="module")
