@@ -66,9 +66,12 @@ def _resolve(broker: Services, fetches: list[PartitionFetch]) -> None:
             f.topic = name_of(f.topic_id)
 
 
-def _read_all(broker: Services, fetches: list[PartitionFetch], req: FetchRequestView
+def _read_all(broker: Services, fetches: list[PartitionFetch], req: FetchRequestView, version: int
               ) -> tuple[list[FetchPartitionResponse], int, bool]:
     rm = broker.replica_manager
+    # KIP-392: a consumer from v11 (which sends its client metadata) may read a follower, up to
+    # the follower's high watermark; older consumers only the leader (FetchParams.fetchOnlyLeader)
+    leader_only = version < 11
     # Kafka: min(the request's max_bytes, the broker's fetch.max.bytes)
     remaining = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, broker.config.get("fetch.max.bytes"))
     total = 0
@@ -86,7 +89,7 @@ def _read_all(broker: Services, fetches: list[PartitionFetch], req: FetchRequest
                                      total == 0)
         else:
             r = rm.read(f.topic, f.partition, f.fetch_offset, min(f.max_bytes, remaining), isolation, total == 0,
-                        f.current_leader_epoch)
+                        f.current_leader_epoch, leader_only)
         size = len(r.records) if r.records else 0
         total += size
         remaining = max(remaining - size, 0)
@@ -168,7 +171,7 @@ def handle(ctx: RequestContext, req: FetchRequestView) -> RawResponse | Awaitabl
         return _encode(version, [], context.error, 0)
     if context.session is not None:
         _resolve(broker, context.partitions)
-    parts, total, errors = _read_all(broker, context.partitions, req)
+    parts, total, errors = _read_all(broker, context.partitions, req, version)
     keys = [(f.topic, f.partition) for f in context.partitions if f.topic is not None]
     if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not keys:
         return _response(broker, version, context, parts, ctx)
@@ -185,7 +188,7 @@ async def _long_poll(ctx: RequestContext, req: FetchRequestView, context: FetchC
     deadline = broker.clock.monotonic() + req.max_wait_ms / 1000
     while True:
         await waiter
-        parts, total, errors = _read_all(broker, context.partitions, req)
+        parts, total, errors = _read_all(broker, context.partitions, req, version)
         remaining = deadline - broker.clock.monotonic()
         if errors or total >= req.min_bytes or remaining <= 0 or broker.stopping:
             return _response(broker, version, context, parts, ctx)

@@ -168,7 +168,8 @@ class ReplicaFetcher:
                 if batches:
                     plog.append_as_follower(buf, batches)
                     appended = True
+        hw_before = plog.high_watermark
         plog.update_follower_high_watermark(p.high_watermark)
-        if appended:
+        if appended or plog.high_watermark != hw_before:  # consumers reading this follower (KIP-392)
             self.broker.replica_manager.wake(topic, p.partition_index)
         return appended

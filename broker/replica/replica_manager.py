@@ -74,8 +74,13 @@ class ReplicaManager:
     # --- lookup -----------------------------------------------------------------------------
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        """getPartitionOrException: this broker's replica; a partition the cluster has elsewhere
+        is NOT_LEADER_OR_FOLLOWER here, one it does not have UNKNOWN_TOPIC_OR_PARTITION."""
         plog = self.log_manager.get(topic, partition)
         if plog is None:
+            if self.broker.shared is not None and self.broker.metadata.partition(topic, partition) is not None:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"Broker {self.broker.node_id} is not a replica of {topic}-{partition}")
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         return plog
 
@@ -221,11 +226,15 @@ class ReplicaManager:
         isolation_level: int,
         min_one_message: bool,
         current_leader_epoch: int = -1,
+        leader_only: bool = True,
     ) -> FetchPartitionResult:
+        """A consumer's read, up to the high watermark (the LSO for read_committed) of this
+        broker's replica: the leader's, or with ``leader_only`` false a follower's (KIP-392)."""
         try:
             plog = self.partition_log(topic, partition)
             self.check_leader_epoch(topic, partition, current_leader_epoch)
-            plog = self.leader_log(topic, partition)
+            if leader_only:
+                plog = self.leader_log(topic, partition)
             committed = isolation_level == ISOLATION_READ_COMMITTED
             hw = plog.high_watermark
             lso = last_stable_offset(plog)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
@@ -120,6 +120,26 @@ def _list_offsets(c: Cluster, node: int) -> list[tuple]:
     return sorted(out)
 
 
+def _fetch(c: Cluster, node: int, partition: int, version: int) -> tuple:
+    """One Fetch of ``partition`` from offset 0: (error, high watermark, records' bytes > 0, current
+    leader); a follower's answer is polled until its high watermark caught up with the leader's 3."""
+    deadline = time.monotonic() + 15
+    while True:
+        with c.client(node) as client:
+            r = client.send(build(FetchRequest, version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                  isolation_level=1, session_id=0, session_epoch=-1, topics=[dict(
+                                      topic=TOPIC, partitions=[dict(
+                                          partition=partition, current_leader_epoch=-1, fetch_offset=0,
+                                          last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                                  forgotten_topics_data=[], rack_id=""), version)
+        p = r.responses[0].partitions[0]
+        if p.error_code != 0 or p.high_watermark >= 3 or time.monotonic() > deadline:
+            leader = getattr(p, "current_leader", None)
+            return (p.error_code, p.high_watermark, p.last_stable_offset, bool(p.records),
+                    (leader.leader_id, leader.leader_epoch) if leader is not None and version >= 12 else None)
+        time.sleep(0.1)
+
+
 def _wait(c: Cluster, what: str, check: Callable[[dict], bool], node: int = 1, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while True:
@@ -146,6 +166,10 @@ def _scenario(c: Cluster) -> dict:
     out["produce_at_leaders"] = [_produce(c, p + 1, p, [b"a", b"b", b"c"]) for p in range(3)]
     out["produce_at_a_follower"] = _produce(c, 2, 0, [b"x"])
     out["list_offsets_at_node_1"] = _list_offsets(c, 1)  # leads partition 0 only
+    # a consumer may read a follower from Fetch v11 (KIP-392), up to the follower's high watermark
+    out["fetch_v12_at_a_follower"] = _fetch(c, 2, 0, 12)
+    out["fetch_v10_at_a_follower"] = _fetch(c, 2, 0, 10)
+    out["fetch_v12_at_the_leader"] = _fetch(c, 1, 0, 12)
 
     c.stop(3)  # partition 2 loses its leader; 3 leaves every ISR
     out["metadata_without_3"] = _wait(c, "broker 3 out of the ISR", lambda md: md["brokers"] == [1, 2] and all(

@@ -91,6 +91,36 @@ def _kafka_python_producer(bootstrap: str, acked: list[tuple[int, int, bytes]]):
     return produce, producer.close
 
 
+def _refused_with_one_in_sync(client: str, bootstrap: str) -> str:
+    """The error a producer that does not retry gets for an acks=all record with one replica in sync."""
+    if client == "confluent-kafka":
+        errors: list[str] = []
+        once = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "acks": "all",
+                         "retries": 0, "message.timeout.ms": 20000})
+        once.produce("events", b"refused", partition=0,
+                     on_delivery=lambda err, _msg: errors.append(err.name() if err else "NONE"))
+        once.flush(30)
+        return errors[0]
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KafkaPythonError
+
+    once = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", retries=0)
+    try:
+        once.send("events", b"refused", partition=0).get(timeout=30)
+        return "NONE"
+    except KafkaPythonError as e:
+        return type(e).__name__
+    finally:
+        once.close()
+
+
+def _wait_full_isr(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while any(len(p["isr"]) < 3 for p in _control(port, "GET", "/topics/events")["partitions"]):
+        assert time.monotonic() < deadline, "the brokers never rejoined the ISR"
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
 def test_idempotent_acks_all_through_a_follower_and_a_leader_going_down(cluster, client):
     port = cluster.control_port
@@ -106,10 +136,14 @@ def test_idempotent_acks_all_through_a_follower_and_a_leader_going_down(cluster,
     _control(port, "POST", f"/brokers/{follower}/down")  # the ISR shrinks; acks=all goes on with 2 of 3
     produce(300, 600)
     _control(port, "POST", f"/brokers/{follower}/up")
-    deadline = time.monotonic() + 30
-    while any(len(p["isr"]) < 3 for p in _control(port, "GET", "/topics/events")["partitions"]):
-        assert time.monotonic() < deadline, "the follower never rejoined the ISR"
-        time.sleep(0.2)
+    _wait_full_isr(port)
+    other = 6 - leader0 - follower  # two of three down: NOT_ENOUGH_REPLICAS, nothing appended
+    _control(port, "POST", f"/brokers/{follower}/down")
+    _control(port, "POST", f"/brokers/{other}/down")
+    assert _refused_with_one_in_sync(client, _bootstrap(cluster)) in ("NOT_ENOUGH_REPLICAS", "NotEnoughReplicasError")
+    _control(port, "POST", f"/brokers/{follower}/up")
+    _control(port, "POST", f"/brokers/{other}/up")
+    _wait_full_isr(port)
     _control(port, "POST", f"/brokers/{leader0}/down")  # clients fail over to the new leader
     produce(600, 900)
     close()
@@ -143,3 +177,21 @@ def test_a_transaction_commits_while_its_coordinator_broker_is_down(cluster):
     got = _read_all(_bootstrap(cluster), "orders", 2, 20)
     assert sorted(v for _p, v in got) == sorted([f"a{i}".encode() for i in range(10)]
                                                 + [f"b{i}".encode() for i in range(10)])
+
+
+def test_franz_go_produces_through_broker_failures(cluster):
+    """tests/go/failover_test.go: franz-go (idempotent, acks=all) through a follower down, two down
+    (NOT_ENOUGH_REPLICAS) and the leader down mid-stream."""
+    import os
+    import subprocess
+
+    from tests.e2e.test_franz_go import GO, GO_MODULE
+
+    if GO is None:
+        pytest.skip("needs Go 1.21+")
+    env = {**os.environ, "GOFLAGS": "-mod=mod -buildvcs=false", "FAILOVER_SEEDS": _bootstrap(cluster),
+           "FAILOVER_CONTROL": f"http://127.0.0.1:{cluster.control_port}"}
+    run = subprocess.run([GO, "test", "-run", "^TestFailover$", "-count=1", "-v", "."], cwd=GO_MODULE, env=env,
+                         capture_output=True, text=True, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0 and "--- PASS: TestFailover" in out, out[-4000:] + cluster.log_tail()

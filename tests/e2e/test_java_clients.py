@@ -102,7 +102,9 @@ def our_cluster(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("java-cluster") / "data", port=base, overrides={
         "cluster.brokers": "3", "control.port": str(base + 3)}).start()
     b.wait_for_cluster(base + 3)
-    yield ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+    b.seeds = ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+    b.control_url = f"http://127.0.0.1:{base + 3}"
+    yield b
     code = b.stop()
     assert code == 0, f"broker exited with {code} on SIGTERM:\n{b.log_tail()}"
 
@@ -110,8 +112,20 @@ def our_cluster(tmp_path_factory):
 @pytest.mark.parametrize("scenario", CLUSTER_SCENARIOS)
 def test_java_scenario_against_three_brokers(our_cluster, scenarios_jar, scenario):
     t0 = time.monotonic()
-    r = run_scenario(scenario, our_cluster, timeout=150, env={"SCENARIO_REPLICATION_FACTOR": "3"})
+    r = run_scenario(scenario, our_cluster.seeds, timeout=150, env={"SCENARIO_REPLICATION_FACTOR": "3"})
     print(f"\n[java] {scenario} against three brokers: {time.monotonic() - t0:.1f}s")
     failure = scenario_failure(r, scenario)
     if failure is not None:
         raise AssertionError(f"scenario {scenario} failed against --brokers 3: {failure}")
+
+
+def test_java_producer_through_broker_failures(our_cluster, scenarios_jar):
+    """The ``failover`` scenario (tests/java FailoverScenario): idempotent acks=all at RF 3 and
+    min.insync.replicas 2 while a follower, then two brokers, then the leader go down through the
+    control endpoint; every acknowledged record read back once, at its offset."""
+    t0 = time.monotonic()
+    r = run_scenario("failover", our_cluster.seeds, timeout=150, env={"CONTROL_URL": our_cluster.control_url})
+    print(f"\n[java] failover against three brokers: {time.monotonic() - t0:.1f}s")
+    failure = scenario_failure(r, "failover")
+    if failure is not None:
+        raise AssertionError(f"the failover scenario failed: {failure}\n{our_cluster.log_tail(40)}")

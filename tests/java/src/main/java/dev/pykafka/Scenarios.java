@@ -36,6 +36,13 @@ public final class Scenarios {
         ALL.put("consumer-protocol", ConsumerProtocolScenario::run);
     }
 
+    /** Scenarios for several brokers with a control endpoint (CONTROL_URL), not in ``list``. */
+    static final Map<String, Scenario> CLUSTER = new LinkedHashMap<>();
+
+    static {
+        CLUSTER.put("failover", FailoverScenario::run);
+    }
+
     private Scenarios() {}
 
     public static void main(String[] args) {
@@ -65,7 +72,7 @@ public final class Scenarios {
                 System.exit(64);
             }
         }
-        Scenario scenario = ALL.get(name);
+        Scenario scenario = ALL.getOrDefault(name, CLUSTER.get(name));
         if (scenario == null) {
             System.err.println("unknown scenario " + name + "; known: " + String.join(", ", ALL.keySet()));
             System.exit(64);
