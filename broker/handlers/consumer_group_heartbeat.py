@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from broker.config.features import GROUP_VERSION, level
+from broker.handlers.group_writes import replicated, waits
 from broker.handlers.join_group import client_address
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
@@ -59,16 +60,14 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
     response = Response(throttle_time_ms=0, error_code=result.error, error_message=result.message,
                         member_id=result.member_id, member_epoch=result.member_epoch,
                         heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
-    if result.error == ErrorCode.NONE and ctx.broker.shared is not None:
+    if result.error == ErrorCode.NONE and waits(ctx):
         return _after_replication(ctx, req.group_id, response)
     return response
 
 
 async def _after_replication(ctx: RequestContext, group_id: str, response: ApiMessage) -> ApiMessage:
-    """Among several brokers, answered once the ISR of the group's partition holds what the
-    heartbeat wrote (a new epoch, assignment or member), as Kafka's coordinator runtime answers."""
-    code = await ctx.broker.group_coordinator.replicated(group_id)
-    if code != ErrorCode.NONE:
+    """Answered once the ISR holds what the heartbeat wrote (a new epoch, assignment or member)."""
+    if (code := await replicated(ctx, group_id)) != ErrorCode.NONE:
         return Response(throttle_time_ms=0, error_code=code, member_id=None, member_epoch=0,
                         heartbeat_interval_ms=0, assignment=None)
     return response

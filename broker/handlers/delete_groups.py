@@ -8,6 +8,9 @@ Kafka's coordinator fills only for streams-group topology errors: always null he
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
+from broker.handlers.group_writes import replicated, waits
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
@@ -18,7 +21,7 @@ Result = Response.DeletableGroupResult
 
 
 @api(42, (0, 3))
-def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     gc = ctx.broker.group_coordinator
     names = list(req.groups_names)
     if not gc.active:
@@ -30,5 +33,19 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         else:
             done = dict(gc.manager.delete_groups([g for g in names if g not in refused]))
             results = [(g, refused[g] if g in refused else done[g]) for g in names]
+    if waits(ctx) and any(e == ErrorCode.NONE for _g, e in results):
+        return _after_replication(ctx, results)
+    return _response(results)
+
+
+async def _after_replication(ctx: RequestContext, results: list[tuple[str, ErrorCode]]) -> ApiMessage:
+    """Each deleted group is answered once the ISR of its partition holds its tombstones."""
+    out = []
+    for g, e in results:
+        out.append((g, await replicated(ctx, g) if e == ErrorCode.NONE else e))
+    return _response(out)
+
+
+def _response(results: list[tuple[str, ErrorCode]]) -> ApiMessage:
     return Response(throttle_time_ms=0, results=[Result(group_id=g, error_code=e, error_message=None)
                                                     for g, e in results])

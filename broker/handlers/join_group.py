@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from broker.handlers.group_writes import replicated
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from coordinator.group.group import JoinResult
@@ -53,8 +54,11 @@ def client_address(peer: str) -> str:
     return "/" + host.strip("[]")
 
 
-async def _answer(version: int, pending: Awaitable[JoinResult]) -> ApiMessage:
-    return build(version, await pending)
+async def _answer(ctx: RequestContext, group_id: str, version: int, pending: Awaitable[JoinResult]) -> ApiMessage:
+    result = await pending
+    if result.error == ErrorCode.NONE and (code := await replicated(ctx, group_id)) != ErrorCode.NONE:
+        return build(version, JoinResult(error=code, member_id=result.member_id))
+    return build(version, result)
 
 
 @api(11, (0, 9))
@@ -73,4 +77,4 @@ def handle(ctx: RequestContext, req: ApiMessage) -> Awaitable[ApiMessage]:
         api_version=v,
         reason=req.reason if v >= 8 else None,
     )
-    return _answer(v, ctx.broker.group_coordinator.join_group(join))
+    return _answer(ctx, req.group_id, v, ctx.broker.group_coordinator.join_group(join))

@@ -8,6 +8,9 @@ member's error becomes the top-level error, as Kafka's LeaveGroupResponse does.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
+from broker.handlers.group_writes import replicated, waits
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
@@ -18,7 +21,7 @@ MemberResponse = Response.MemberResponse
 
 
 @api(13, (0, 5))
-def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     v = ctx.api_version
     members: list[tuple[str, str | None, str | None]]  # (member id, group instance id, reason)
     if v < 3:
@@ -31,6 +34,19 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         pass
     else:
         top, results = gc.manager.leave_group(req.group_id, members)
+        if top == ErrorCode.NONE and waits(ctx):
+            return _after_replication(ctx, req.group_id, top, results)
+    return _response(v, top, results)
+
+
+async def _after_replication(ctx: RequestContext, group_id: str, top: ErrorCode,
+                             results: list[tuple[str, str | None, ErrorCode]]) -> ApiMessage:
+    """Answered once the ISR holds the group without the members that left."""
+    code = await replicated(ctx, group_id)
+    return _response(ctx.api_version, code, results if code == ErrorCode.NONE else [])
+
+
+def _response(v: int, top: ErrorCode, results: list[tuple[str, str | None, ErrorCode]]) -> ApiMessage:
     if v < 3:
         if top == ErrorCode.NONE and results:
             top = results[0][2]

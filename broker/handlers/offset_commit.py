@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from broker.handlers.group_writes import replicated
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from coordinator.group.manager import CommitPartition
@@ -67,7 +68,7 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
 
 async def _after_replication(ctx: RequestContext, req: ApiMessage, errors: dict) -> ApiMessage:
     """Among several brokers, the commit is answered once its partition's ISR holds it."""
-    code = await ctx.broker.group_coordinator.replicated(req.group_id)
+    code = await replicated(ctx, req.group_id)
     if code != ErrorCode.NONE:
         errors = {k: code if e == ErrorCode.NONE else e for k, e in errors.items()}
     return _response(req, errors, ctx.api_version)

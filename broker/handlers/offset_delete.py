@@ -8,6 +8,9 @@ topics get UNKNOWN_TOPIC_OR_PARTITION, as KafkaApis checks them.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
+from broker.handlers.group_writes import replicated, waits
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from protocol.errors import ErrorCode
@@ -19,7 +22,7 @@ PartResp = TopicResp.OffsetDeleteResponsePartition
 
 
 @api(47, (0, 0))
-def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     broker = ctx.broker
     errors, found = broker.metadata.split_known_partitions(req.topics)
     known = [(name, [p.partition_index for p in parts]) for name, parts in found]
@@ -32,6 +35,19 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     for name, parts in results:
         for p, code in parts:
             errors[(name, p)] = code
+    if waits(ctx):
+        return _after_replication(ctx, req, errors)
+    return _response(req, errors)
+
+
+async def _after_replication(ctx: RequestContext, req: ApiMessage, errors: dict) -> ApiMessage:
+    """Answered once the ISR holds the offsets' tombstones."""
+    if (code := await replicated(ctx, req.group_id)) != ErrorCode.NONE:
+        return Response(error_code=code, throttle_time_ms=0, topics=[])
+    return _response(req, errors)
+
+
+def _response(req: ApiMessage, errors: dict) -> ApiMessage:
     return Response(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=[
         TopicResp(name=t.name, partitions=[
             PartResp(partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index),

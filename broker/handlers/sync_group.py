@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from broker.handlers.group_writes import replicated
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from coordinator.group.group import SyncResult
@@ -29,11 +30,8 @@ def build(r: SyncResult) -> ApiMessage:
 
 async def _answer(ctx: RequestContext, group_id: str, pending: Awaitable[SyncResult]) -> ApiMessage:
     result = await pending
-    if result.error == ErrorCode.NONE and ctx.broker.shared is not None:
-        # among several brokers: answered once the ISR of the group's partition holds the assignment
-        code = await ctx.broker.group_coordinator.replicated(group_id)
-        if code != ErrorCode.NONE:
-            return build(SyncResult(error=code))
+    if result.error == ErrorCode.NONE and (code := await replicated(ctx, group_id)) != ErrorCode.NONE:
+        return build(SyncResult(error=code))  # the assignment did not reach the ISR
     return build(result)
 
 

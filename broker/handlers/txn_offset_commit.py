@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from broker.handlers.group_writes import replicated
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from coordinator.group.manager import CommitPartition
@@ -64,7 +65,7 @@ async def _after_replication(ctx: RequestContext, req: ApiMessage, response: Api
     ``__consumer_offsets`` partition holds them (Kafka's coordinators answer after the commit)."""
     if not any(p.error_code == 0 for t in response.topics for p in t.partitions):
         return response
-    code = await ctx.broker.group_coordinator.replicated(req.group_id)
+    code = await replicated(ctx, req.group_id)
     if code != ErrorCode.NONE:
         for t in response.topics:
             for p in t.partitions:
