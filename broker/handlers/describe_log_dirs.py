@@ -1,7 +1,8 @@
 """DescribeLogDirs (key 35), v1-4: each log dir with its partitions' sizes and disk space.
 
-A null topic list means every partition. OffsetLag is 0 (no replica is behind a leader here)
-and IsFutureKey is false (no in-progress moves between dirs).
+A null topic list means every partition. OffsetLag is Kafka's getLogEndOffsetLag: how far the
+replica's log end is below its high watermark (0 for a leader and a caught-up follower);
+IsFutureKey is false (no in-progress moves between dirs).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
             if lm.dir_of(topic, partition) != d:
                 continue
             by_topic.setdefault(topic, []).append(
-                PartResult(partition_index=partition, partition_size=plog.size, offset_lag=0, is_future_key=False))
+                PartResult(partition_index=partition, partition_size=plog.size,
+                           offset_lag=max(plog.high_watermark - plog.log_end_offset, 0), is_future_key=False))
         try:
             usage = shutil.disk_usage(d)
             total, usable = usage.total, usage.free

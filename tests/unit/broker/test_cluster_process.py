@@ -90,6 +90,20 @@ async def test_three_brokers_replicate_and_survive_a_leader_going_down(tmp_path:
                 sent.append((md.partition, md.offset, value))
             await _caught_up(cluster, "orders", 3)
 
+            # a follower of partition 0 goes down: the ISR shrinks, acks=all goes on with two
+            follower = next(b for b in (1, 2, 3) if b != cluster.shared.metadata.partition("orders", 0).leader)
+            await cluster.stop_broker(follower)
+            assert follower not in cluster.shared.metadata.partition("orders", 0).isr
+            for i in range(60, 90):
+                value = f"f{i}".encode()
+                md = await producer.send_and_wait("orders", value, partition=i % 3)
+                sent.append((md.partition, md.offset, value))
+            await cluster.start_broker(follower)  # it catches up and the ISR expands again
+            deadline = asyncio.get_running_loop().time() + 10
+            while any(len(cluster.shared.metadata.partition("orders", p).isr) < 3 for p in range(3)):
+                assert asyncio.get_running_loop().time() < deadline, "the follower never rejoined the ISR"
+                await asyncio.sleep(0.05)
+
             # the leader of partition 0 goes down in the middle of the stream
             leader0 = cluster.shared.metadata.partition("orders", 0).leader
             await cluster.stop_broker(leader0)
