@@ -21,6 +21,7 @@ import asyncio
 import random
 import time
 import uuid
+import zlib
 from collections import Counter
 
 import pytest
@@ -134,7 +135,8 @@ def _plan(seed: int, tps: list[tuple[str, int]], tag: str, txns: int = 16):
     plan = []
     for t in range(txns):
         sends = [(*rnd.choice(tps), f"{tag}-{t}-{i}") for i in range(rnd.randint(1, 12))]
-        plan.append((rnd.random() < 0.6, sends))
+        # the outcomes are random, but both kinds are always there (the first two transactions)
+        plan.append((t == 0 or (t != 1 and rnd.random() < 0.6), sends))
     return plan
 
 
@@ -144,7 +146,7 @@ def test_random_commits_and_aborts(txn_broker, client):
     a, b = uid("txa"), uid("txb")
     create_topics(bootstrap, {a: 3, b: 2})
     tps = [(a, 0), (a, 1), (a, 2), (b, 0), (b, 1)]
-    plan = _plan(hash(client) & 0xFFFF, tps, client)
+    plan = _plan(zlib.crc32(client.encode()), tps, client)  # str hash() changes per process: seeds must not
     txn_id = uid("tid")
     if client == "aiokafka":
         asyncio.run(_aio_run_plan(bootstrap, txn_id, plan))
