@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.kafka_compare import end_offsets, log, producer_perf, vm_rss_mb  # noqa: E402
+from bench.kafka_compare import end_offsets, log, producer_perf, spawn_ours, vm_rss_mb  # noqa: E402
 from tests.support.broker_process import free_port_block  # noqa: E402
 from tests.support.kafka_reference import KafkaReferenceCluster, probe_kafka_api  # noqa: E402
 
@@ -88,16 +87,9 @@ class OurCluster:
         self.ports = {i: base + i - 1 for i in (1, 2, 3)}
         self.control = f"http://127.0.0.1:{base + 3}"
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
-        args = [sys.executable, "-m", "broker", "--brokers", "3",
-                "--override", f"listeners=PLAINTEXT://127.0.0.1:{base}", "--override", f"log.dirs={workdir / 'data'}",
-                "--override", "log.level=WARNING", "--override", f"control.port={base + 3}"]
-        for k, v in SETTINGS.items():
-            args += ["--override", f"{k}={v}"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
-        env["PYTHONPATH"] = str(ROOT)
-        self._log = open(workdir / "broker.log", "ab")  # noqa: SIM115 - closed in stop()
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.proc, self._log = spawn_ours(workdir, base, {"log.level": "WARNING", "control.port": str(base + 3),
+                                                          **SETTINGS}, ("--brokers", "3"))
         while True:  # Metadata from broker 1 listing all three, polled every 10 ms as Kafka's
             try:
                 if len(probe_kafka_api("127.0.0.1", base, timeout=1.0)["brokers"]) >= 3:

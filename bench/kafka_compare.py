@@ -48,6 +48,7 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -142,6 +143,20 @@ class KafkaBroker(Broker):
         self.ref.stop()
 
 
+def spawn_ours(workdir: Path, port: int, overrides: dict[str, str], extra: tuple[str, ...] = ()
+               ) -> tuple[subprocess.Popen, IO[bytes]]:
+    """Our broker from the source tree on ``port`` with data in ``workdir``, without the caller's
+    KAFKA_* environment; its output goes to ``workdir/broker.log`` (the returned file)."""
+    args = [sys.executable, "-m", "broker", *extra, "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"log.dirs={workdir / 'data'}"]
+    for k, v in overrides.items():
+        args += ["--override", f"{k}={v}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+    env["PYTHONPATH"] = str(ROOT)
+    log_file = open(workdir / "broker.log", "ab")  # noqa: SIM115 - the caller closes it
+    return subprocess.Popen(args, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env), log_file
+
+
 class OurBroker(Broker):
     name = "ours"
 
@@ -149,15 +164,8 @@ class OurBroker(Broker):
         workdir.mkdir(parents=True, exist_ok=True)
         port = free_port()
         self.bootstrap = f"127.0.0.1:{port}"
-        args = [sys.executable, "-m", "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                "--override", f"log.dirs={workdir / 'data'}", "--override", f"log.level={log_level}"]
-        for k, v in OUR_OVERRIDES.items():
-            args += ["--override", f"{k}={v}"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
-        env["PYTHONPATH"] = str(ROOT)
-        self._log = open(workdir / "broker.log", "ab")  # noqa: SIM115 - closed in stop()
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.proc, self._log = spawn_ours(workdir, port, {"log.level": log_level, **OUR_OVERRIDES})
         self.pid = self.proc.pid
         host, _, p = self.bootstrap.rpartition(":")
         deadline = t0 + 60

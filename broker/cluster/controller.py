@@ -128,8 +128,9 @@ class Controller:
         return self.broker.shared is not None
 
     def _place(self, partitions: int, replication_factor: int, assignments: list[list[int]] | None,
-               topic: str = "", first_partition: int = 0) -> list[PartitionRegistration] | None:
-        """The new partitions' registrations (None on a single node: all of them its own)."""
+               topic: str = "", first_partition: int = 0, existing: bool = False) -> list[PartitionRegistration] | None:
+        """The new partitions' registrations (None on a single node: all of them its own). A manual
+        assignment for an ``existing`` topic (CreatePartitions) must keep its replication factor."""
         if not self.clustered:
             if replication_factor > 1:
                 log.warning("replication factor above 1 accepted on a single node; the topic has one replica",
@@ -137,7 +138,7 @@ class Controller:
             return None
         control = self.broker.replication_control
         if assignments:
-            return control.assigned(assignments, replication_factor if topic else None, first_partition)
+            return control.assigned(assignments, replication_factor if existing else None, first_partition)
         return control.place(partitions, replication_factor)
 
     def _publishers(self) -> list[PartitionPublisher]:
@@ -196,7 +197,7 @@ class Controller:
         if count > MAX_PARTITIONS:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Too many partitions.")
         registrations = self._place(count - info.partitions, self._replication_factor(info), assignments, name,
-                                    info.partitions)
+                                    info.partitions, existing=True)
         if validate_only:
             return
         old = info.partitions

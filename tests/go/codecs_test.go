@@ -15,9 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestCodecs(t *testing.T) {
@@ -51,15 +49,7 @@ func TestCodecs(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer admin.Close()
-			req := kmsg.NewPtrCreateTopicsRequest()
-			rt := kmsg.NewCreateTopicsRequestTopic()
-			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
-			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(ctx, admin)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+			if err := createTopic(ctx, admin, topic, 1, 1, nil); err != nil {
 				t.Fatalf("create topic: %v", err)
 			}
 			producer, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds), kgo.DefaultProduceTopic(topic),

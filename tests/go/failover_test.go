@@ -79,18 +79,7 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 3
-	c := kmsg.NewCreateTopicsRequestTopicConfig()
-	c.Name, c.Value = "min.insync.replicas", kmsg.StringPtr("2")
-	rt.Configs = append(rt.Configs, c)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+	if err := createTopic(ctx, admin, topic, 1, 3, map[string]string{"min.insync.replicas": "2"}); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
 	waitISR(t, ctx, admin, topic, 3)

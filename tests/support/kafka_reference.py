@@ -194,6 +194,18 @@ def wait_for_kafka_api(bootstrap: str, timeout: float = 60.0, proc: subprocess.P
     raise KafkaReferenceError(f"{bootstrap} did not answer within {timeout}s: {last!r}\n{_tail(log)}")
 
 
+def _end(proc: subprocess.Popen, sig: int, timeout: float) -> int | None:
+    """Send ``sig`` (SIGTERM: Kafka's controlled shutdown), wait, then SIGKILL. The exit code."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode
+
+
 def _tail(path: Path | None, n: int = 40) -> str:
     if path is None or not path.exists():
         return ""
@@ -366,14 +378,7 @@ class KafkaReference:
             return None
         with contextlib.suppress(ProcessLookupError):
             atexit.unregister(self.stop)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        return proc.returncode
+        return _end(proc, signal.SIGTERM, timeout)
 
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -524,16 +529,7 @@ class KafkaReferenceCluster:
 
     def stop_node(self, node_id: int, clean: bool = True, timeout: float = 60.0) -> int | None:
         proc = self.procs.pop(node_id, None)
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        return proc.returncode
+        return None if proc is None else _end(proc, signal.SIGTERM if clean else signal.SIGKILL, timeout)
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
