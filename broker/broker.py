@@ -27,6 +27,7 @@ from broker.cluster.shared import ConfiguredTopicSettings, SharedCluster
 from broker.config.broker_config import BrokerConfig, listener_mechanisms
 from broker.config.dynamic_config import check_stored
 from broker.config.features import ELR_VERSION, elr_safety, ensure_formatted, level
+from broker.control.controls import Controls
 from broker.coordinator_ports import BrokerCoordinatorEnv, BrokerPartitionWriter
 from broker.handlers.registry import load_all
 from broker.net.connection_quotas import ConnectionQuotas
@@ -70,9 +71,13 @@ class Broker:
     group_coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator
 
-    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK, cluster: SharedCluster | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK, cluster: SharedCluster | None = None,
+                 controls: Controls | None = None) -> None:
         self.config = config
-        self.clock = clock  # the one clock: logs, coordinators, quotas, timers
+        self.clock = clock  # the one clock: logs, coordinators, expiry, timeouts (a VirtualClock under control.clock)
+        self.wire_clock: Clock = SYSTEM_CLOCK  # network waits keep real time: long polls, acks, idle, throttles
+        # fault rules, the request log, the emulated release: steered by the control endpoint
+        self.controls = controls if controls is not None else Controls()
         self.node_id: int = config.node_id
         self.cluster_id: str = ""
         self.metrics = BrokerMetrics()
@@ -94,13 +99,14 @@ class Broker:
             brokers = BrokerRegistry()  # a cluster of one; registered once listening
             cluster = SharedCluster(metadata, brokers, ReplicationControl(
                 metadata, brokers, ConfiguredTopicSettings(metadata, config)))
+        self.cluster_state: SharedCluster = cluster  # this broker's, or the process's brokers' together
         self.metadata = cluster.metadata
         self.brokers = cluster.brokers
         self.replication_control = cluster.replication_control
         self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None
         self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
         self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
-                                   float(config.get("quota.window.size.seconds")), clock)
+                                   float(config.get("quota.window.size.seconds")), self.wire_clock)
         self.controller = Controller(self)
         # KIP-227 sessions; Kafka's eviction time is a constant (MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)
         self.fetch_sessions = FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")),
@@ -167,14 +173,15 @@ class Broker:
                     self.replication.apply(info.name, p, reg)
             self.replication_control.broker_unfenced(self.node_id)
             self._schedule(lambda: max(self.config.get("replica.lag.time.max.ms") // 2, 10),
-                           self.replication.expire_isr)
+                           self.replication.expire_isr, clock=self.wire_clock)  # followers fetch in real time
         await start_metrics(self)  # collectors; /metrics when metrics.port > 0
         first_ms = self.config.get("log.initial.task.delay.ms")  # LogManager's initialTaskDelayMs
         self._schedule(self.config.get("log.retention.check.interval.ms"), self._retention_tick, first_ms)
-        self._schedule(min(self.config.log_flush_interval_ms, 1000), self._flush_tick)
-        self._schedule(lambda: min(self.config.get("connections.max.idle.ms") // 2, 1000), self._expire_idle_connections)
+        self._schedule(min(self.config.log_flush_interval_ms, 1000), self._flush_tick, clock=self.wire_clock)
+        self._schedule(lambda: min(self.config.get("connections.max.idle.ms") // 2, 1000), self._expire_idle_connections,
+                       clock=self.wire_clock)
         self._schedule(self.config.get("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint,
-                       first_ms)
+                       first_ms, clock=self.wire_clock)  # I/O housekeeping, not time in Kafka's sense
         if self.config.get("log.cleaner.enable"):  # log compaction, in slices on this loop
             cleaner = self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, self.config)
             self._schedule(lambda: cleaner.config.backoff_ms, cleaner.run)
@@ -267,15 +274,17 @@ class Broker:
                 )
 
     def _schedule(self, interval_ms: int | Callable[[], int], fn: Callable[..., object],
-                  first_ms: int | None = None) -> None:
+                  first_ms: int | None = None, clock: Clock | None = None) -> None:
         """Run ``fn`` every ``interval_ms`` (read again each time when it is a callable: a dynamic config),
-        the first time after ``first_ms`` when given (Kafka's scheduler: initial delay, then period)."""
+        the first time after ``first_ms`` when given (Kafka's scheduler: initial delay, then period), on
+        the broker's clock unless another is given."""
+        timer = clock or self.clock
 
         async def loop() -> None:
             delay_ms = first_ms
             while True:
                 ms = interval_ms() if callable(interval_ms) else interval_ms
-                await self.clock.sleep(max(ms if delay_ms is None else delay_ms, 10) / 1000)
+                await timer.sleep(max(ms if delay_ms is None else delay_ms, 10) / 1000)
                 delay_ms = None
                 try:
                     result = fn()
@@ -288,7 +297,7 @@ class Broker:
 
     def _expire_idle_connections(self) -> None:
         idle_s = self.config.get("connections.max.idle.ms") / 1000
-        now = self.clock.monotonic()
+        now = self.wire_clock.monotonic()
         for conn in list(self.connections):
             conn.close_if_idle(now, idle_s)
 

@@ -25,6 +25,7 @@ from broker.cluster.metadata import MetadataStore
 from broker.cluster.replication_control import ReplicationControl
 from broker.cluster.shared import ConfiguredTopicSettings, SharedCluster
 from broker.config.broker_config import BrokerConfig, parse_listeners
+from broker.control.controls import Controls
 from broker.ops.control_http import ControlEndpoint
 from coordinator.producer_ids import ProducerIdManager
 from storage import checkpoints
@@ -60,9 +61,10 @@ def broker_config(base: BrokerConfig, node_id: int, cluster_id: str) -> BrokerCo
 
 
 class ClusterProcess:
-    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK, controls: Controls | None = None) -> None:
         self.config = config
         self.clock = clock
+        self.controls = controls if controls is not None else Controls()  # shared by every broker
         self.count = int(config.get("cluster.brokers"))
         self.root = Path(config.log_dirs[0])
         metadata = MetadataStore(self.root, local_node=1)
@@ -115,7 +117,7 @@ class ClusterProcess:
         """Start (or bring back) broker ``node_id``: a new broker object over the same data."""
         if node_id in self.brokers and not self.brokers[node_id].stopping:
             return self.brokers[node_id]
-        broker = Broker(broker_config(self.config, node_id, self.cluster_id), self.clock, self.shared)
+        broker = Broker(broker_config(self.config, node_id, self.cluster_id), self.clock, self.shared, self.controls)
         self.brokers[node_id] = broker
         self.shared.members[node_id] = broker
         await broker.start()
@@ -130,6 +132,13 @@ class ClusterProcess:
 
     def running(self) -> list[Broker]:
         return [b for b in self.brokers.values() if not b.stopping]
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.count + 1))
+
+    def alive(self, node_id: int) -> bool:
+        return self.shared.brokers.alive(node_id)
 
     async def stop(self) -> None:
         if self._balancer is not None:

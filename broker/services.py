@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from broker.cluster.replication_control import ReplicationControl
     from broker.cluster.shared import SharedCluster
     from broker.config.broker_config import BrokerConfig
+    from broker.control.controls import Controls
     from broker.net.sasl import SaslSession
     from broker.ops.metrics import BrokerMetrics
     from broker.replica.fetch_sessions import FetchSessionCache
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 class Services(Protocol):
     # identity and settings
     config: BrokerConfig
-    clock: Clock
+    clock: Clock  # the broker's time: timestamps, timeouts, expiry, retention (virtual under control.clock)
+    wire_clock: Clock  # network waits: long polls, request timeouts, idle connections, throttles; always real
     node_id: int
     cluster_id: str
     bound_ports: dict[str, int]
@@ -58,6 +60,8 @@ class Services(Protocol):
     producer_ids: ProducerIdManager
     # connections: the SASL exchange of each connection on a SASL listener
     sasl_sessions: dict[str, SaslSession]
+    # fault rules, the request log, the emulated Kafka release (the control endpoint's)
+    controls: Controls
 
     def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
         """The (host, port) clients should use on ``listener``."""

@@ -128,3 +128,142 @@ class ManualClock:
 
     def __repr__(self) -> str:
         return f"ManualClock(now_ms={self.now_ms()})"
+
+
+class _VirtualTimer:
+    __slots__ = ("deadline", "done", "fn", "handle")
+
+    def __init__(self, deadline: float, fn: Callable[[], object]) -> None:
+        self.deadline = deadline
+        self.fn = fn
+        self.done = False  # fired or cancelled
+        self.handle: asyncio.TimerHandle | None = None
+
+    def cancel(self) -> None:
+        self.done = True
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
+class VirtualClock:
+    """Real time plus an offset that only grows: the broker runs in real time until told to
+    ``advance``, and then every timer and sleeper that the jump made due fires, in deadline
+    order, as if the time had passed (transaction timeouts, expiry scans, session timeouts,
+    retention). The control endpoint's time control; off unless ``control.clock=virtual``.
+
+    Unlike ``ManualClock`` time also passes on its own, so a broker on this clock behaves as on
+    ``SystemClock`` between advances. An advance of T moves in at most ``MAX_STEPS`` steps: it
+    stops at each timer's deadline, but never less than T / MAX_STEPS after the previous stop, so
+    the periodic scans (every 10 s, every minute) cost a bounded number of wake-ups however far
+    time jumps; after each stop the loop runs what woke before time moves on.
+    """
+
+    MAX_STEPS = 1000
+
+    def __init__(self) -> None:
+        self._offset = 0.0  # seconds ahead of real time
+        self._timers: list[tuple[float, int, _VirtualTimer]] = []
+        self._seq = itertools.count()
+        self._pushes = 0
+        self._lock: asyncio.Lock | None = None
+
+    @property
+    def offset_ms(self) -> int:
+        return round(self._offset * 1000)
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000 + round(self._offset * 1000)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self._offset
+
+    def call_later(self, delay_s: float, fn: Callable[[], object]) -> TimerHandle:
+        delay_s = max(delay_s, 0.0)
+        timer = _VirtualTimer(self.monotonic() + delay_s, fn)
+        heapq.heappush(self._timers, (timer.deadline, next(self._seq), timer))
+        timer.handle = asyncio.get_running_loop().call_later(delay_s, self._fire_one, timer)
+        self._pushes += 1
+        if self._pushes % 1024 == 0:  # cancelled timers (a session timeout reset on each heartbeat) go
+            self._compact()
+        return timer
+
+    async def sleep(self, delay_s: float) -> None:
+        if delay_s <= 0:
+            await asyncio.sleep(0)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        handle = self.call_later(delay_s, wake)
+        try:
+            await done
+        finally:
+            handle.cancel()
+
+    def _fire_one(self, timer: _VirtualTimer) -> None:
+        """The real-time path: the event loop's timer for ``timer`` came due."""
+        if not timer.done:
+            timer.done = True
+            timer.handle = None
+            timer.fn()
+
+    def _fire_due(self) -> int:
+        now = self.monotonic()
+        fired = 0
+        while self._timers and self._timers[0][0] <= now:
+            _, _, timer = heapq.heappop(self._timers)
+            if not timer.done:
+                timer.cancel()  # its real-time handle is no longer needed
+                fired += 1
+                timer.fn()
+        return fired
+
+    def _next_deadline(self) -> float | None:
+        while self._timers and self._timers[0][2].done:
+            heapq.heappop(self._timers)
+        return self._timers[0][0] if self._timers else None
+
+    def _compact(self) -> None:
+        self._timers = [entry for entry in self._timers if not entry[2].done]
+        heapq.heapify(self._timers)
+
+    async def advance(self, ms: float) -> int:
+        """Move time forward by ``ms``; returns how many timers fired. Advances run one at a time."""
+        if ms < 0:
+            raise ValueError("time only moves forward")
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            target = self._offset + ms / 1000
+            quantum = ms / 1000 / self.MAX_STEPS
+            fired = 0
+            while True:
+                due = self._next_deadline()
+                if due is None or due > time.monotonic() + target:
+                    break
+                # the offset at which ``due`` is now, but at least a quantum past the last stop
+                self._offset = min(target, max(due - time.monotonic(), self._offset + quantum))
+                fired += self._fire_due()
+                await _settle()
+            self._offset = target
+            fired += self._fire_due()
+            await _settle()
+            return fired
+
+    @property
+    def pending(self) -> int:
+        """Timers not yet fired nor cancelled."""
+        return sum(1 for _, _, t in self._timers if not t.done)
+
+    def __repr__(self) -> str:
+        return f"VirtualClock(offset_ms={self.offset_ms})"
+
+
+async def _settle() -> None:
+    """Let what the fired timers woke run (a task woken now runs in the loop's next pass)."""
+    for _ in range(3):
+        await asyncio.sleep(0)

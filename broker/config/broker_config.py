@@ -175,9 +175,15 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("log.level", "string", "INFO"),
     # Not Kafka's: how many brokers this process runs (--brokers; node ids 1..N, ports +0..N-1)
     ("cluster.brokers", "int", 1),
-    # Not Kafka's: the HTTP/JSON control endpoint of a process of several brokers (0: off)
+    # Not Kafka's: the HTTP/JSON control endpoint (0: off) and what it steers (broker.control):
+    # the clock (system, or virtual: moved by the endpoint), fault rules loaded at start-up (--faults),
+    # how many requests the request log keeps, the Apache Kafka release whose API versions are advertised
     ("control.port", "int", 0),
     ("control.host", "string", "127.0.0.1"),
+    ("control.clock", "string", "system"),
+    ("control.faults.file", "string", ""),
+    ("control.request.log.size", "int", 10000),
+    ("control.kafka.version", "string", ""),
 )
 # LogManager's first run of retention, checkpoints and flushes (Kafka: "for testing only").
 BROKER_CONFIGS["log.initial.task.delay.ms"] = BrokerConfigDef(

@@ -12,7 +12,8 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from coordinator.txn.state import TV_0
-from protocol.errors import ErrorCode, KafkaError
+from protocol.error_versions import for_version
+from protocol.errors import KafkaError
 from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(25)
@@ -31,6 +32,5 @@ async def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     code = await txn.handle_add_partitions_to_transaction(
         req.transactional_id, req.producer_id, req.producer_epoch, {partition}, TV_0,
     )
-    if ctx.api_version < 2 and code == ErrorCode.PRODUCER_FENCED:
-        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    code = for_version(25, ctx.api_version, code)  # PRODUCER_FENCED as older versions know it
     return Response(throttle_time_ms=0, error_code=code)

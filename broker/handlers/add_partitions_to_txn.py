@@ -21,6 +21,7 @@ from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from coordinator.runtime import TopicPartition
 from coordinator.txn.state import TV_0, TV_2
+from protocol.error_versions import for_version
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
 
@@ -56,8 +57,7 @@ async def _one(ctx: RequestContext, transactional_id: str | None, producer_id: i
     code = await txn.handle_add_partitions_to_transaction(
         transactional_id, producer_id, producer_epoch, set(requested), TV_2 if version > 3 else TV_0,
     )
-    if version < 2 and code == ErrorCode.PRODUCER_FENCED:
-        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    code = for_version(24, version, code)  # PRODUCER_FENCED as older versions know it
     return dict.fromkeys(requested, code)
 
 

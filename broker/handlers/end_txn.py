@@ -13,7 +13,7 @@ from __future__ import annotations
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from coordinator.txn.state import TV_0, TV_2
-from protocol.errors import ErrorCode
+from protocol.error_versions import for_version
 from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(26)
@@ -26,8 +26,7 @@ async def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed),
         TV_2 if version > 4 else TV_0,
     )
-    if version < 2 and code == ErrorCode.PRODUCER_FENCED:
-        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    code = for_version(26, version, code)  # PRODUCER_FENCED as older versions know it
     if version >= 5:
         return Response(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
     return Response(throttle_time_ms=0, error_code=code)

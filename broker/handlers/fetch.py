@@ -121,7 +121,7 @@ def _response(broker: Services, version: int, context: FetchContext, parts: list
     elif context.create_session:
         session_id = sessions.maybe_create_session(context, [
             (f, p.error_code, p.high_watermark, p.log_start_offset) for f, p in zip(fetches, parts, strict=True)
-        ], broker.clock.now_ms())
+        ], broker.wire_clock.now_ms())
     topics: list[FetchTopicResponse] = []
     key: uuid.UUID | str | None = None
     partitions: list[FetchPartitionResponse] = []  # the last topic's
@@ -157,7 +157,7 @@ def _encode(version: int, topics: list[FetchTopicResponse], error: ErrorCode, se
             encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id,
                                             throttle_time_ms=throttle, node_endpoints=endpoints)
     buffers = encoded.buffers
-    return RawResponse(buffers, encoded.size, any(type(b) is FileRegion for b in buffers))
+    return RawResponse(buffers, encoded.size, any(type(b) is FileRegion for b in buffers), (error, topics))
 
 
 @api(1, (4, 18), decode=decode_fetch_request)
@@ -166,7 +166,7 @@ def handle(ctx: RequestContext, req: FetchRequestView) -> RawResponse | Awaitabl
     version = ctx.api_version
     fetch, forget = _requested(broker, req, version)
     context = broker.fetch_sessions.new_context(version, req.session_id, req.session_epoch, fetch, forget,
-                                                broker.clock.now_ms())
+                                                broker.wire_clock.now_ms())
     if context.error:
         return _encode(version, [], context.error, 0)
     if context.session is not None:
@@ -185,11 +185,11 @@ def handle(ctx: RequestContext, req: FetchRequestView) -> RawResponse | Awaitabl
 async def _long_poll(ctx: RequestContext, req: FetchRequestView, context: FetchContext,
                      keys: list[tuple[str, int]], version: int, waiter: asyncio.Future[None]) -> RawResponse:
     broker = ctx.broker
-    deadline = broker.clock.monotonic() + req.max_wait_ms / 1000
+    deadline = broker.wire_clock.monotonic() + req.max_wait_ms / 1000
     while True:
         await waiter
         parts, total, errors = _read_all(broker, context.partitions, req, version)
-        remaining = deadline - broker.clock.monotonic()
+        remaining = deadline - broker.wire_clock.monotonic()
         if errors or total >= req.min_bytes or remaining <= 0 or broker.stopping:
             return _response(broker, version, context, parts, ctx)
         waiter = broker.replica_manager.wait_for_data(keys, remaining)

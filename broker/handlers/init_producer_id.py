@@ -23,6 +23,7 @@ import structlog
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from protocol.error_versions import for_version
 from protocol.errors import ErrorCode, error_code_of
 from protocol.messages import ApiMessage, lazy_response
 
@@ -34,8 +35,7 @@ NO_PRODUCER_EPOCH = -1
 
 
 def _response(version: int, code: int, producer_id: int, producer_epoch: int) -> ApiMessage:
-    if version < 4 and code == ErrorCode.PRODUCER_FENCED:
-        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    code = for_version(22, version, ErrorCode(code))  # PRODUCER_FENCED as older versions know it
     return Response(throttle_time_ms=0, error_code=int(code), producer_id=producer_id, producer_epoch=producer_epoch)
 
 

@@ -150,7 +150,7 @@ def _respond(ctx: RequestContext, req: ProduceRequestView,
         return _after_replication(ctx, responses, pending, throttle, req.timeout_ms)
     body = encode_produce_response(version, responses, throttle_time_ms=throttle,
                                    node_endpoints=_endpoints(ctx, responses))
-    return RawResponse([body], len(body))
+    return RawResponse([body], len(body), source=responses)
 
 
 async def _after_replication(ctx: RequestContext, responses: list[ProduceTopicResponse],
@@ -171,7 +171,7 @@ async def _after_replication(ctx: RequestContext, responses: list[ProduceTopicRe
         out.append(ProduceTopicResponse(t.name, t.topic_id, parts))
     body = encode_produce_response(ctx.api_version, out, throttle_time_ms=throttle,
                                    node_endpoints=_endpoints(ctx, out))
-    return RawResponse([body], len(body))
+    return RawResponse([body], len(body), source=out)
 
 
 async def _add_then_respond(ctx: RequestContext, req: ProduceRequestView, producer: tuple[int, int],

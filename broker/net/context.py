@@ -30,6 +30,8 @@ class RawResponse:
     buffers: list
     size: int
     regions: bool = False
+    # what the fast path encoded (Produce's and Fetch's results), for the request log's error codes
+    source: object = None
 
 
 class NoResponse:

@@ -18,9 +18,14 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.cluster.quotas import user_of
+from broker.control.error_answers import error_answer
+from broker.control.faults import Fault
+from broker.control.request_keys import request_keys
+from broker.control.request_log import LoggedRequest, RequestLog
 from broker.handlers.registry import HANDLERS, ApiSpec
 from broker.net.context import NO_RESPONSE, RawResponse, RequestContext
 from protocol.headers import MalformedHeader, parse_request_header, peek_api, response_header
+from protocol.messages import api_name
 from protocol.nullability import null_violation
 
 if TYPE_CHECKING:
@@ -44,13 +49,16 @@ class CloseConnection(Exception):
 
 class Encoded:
     """Frame-ready output: a list of buffers whose first element is the size prefix; ``regions``
-    when some are FileRegions rather than bytes."""
+    when some are FileRegions rather than bytes. A fault rule may hold it ``delay`` seconds or
+    ``drop`` it (the connection then goes silent)."""
 
-    __slots__ = ("buffers", "regions")
+    __slots__ = ("buffers", "delay", "drop", "regions")
 
     def __init__(self, buffers: list, regions: bool = False) -> None:
         self.buffers = buffers
         self.regions = regions
+        self.delay = 0.0
+        self.drop = False
 
 
 def _flexible(spec: ApiSpec, version: int) -> bool:
@@ -73,6 +81,7 @@ class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.metrics = broker.metrics
+        self.controls = broker.controls
 
     def handle(
         self, frame: bytes | bytearray, client_host: str, local_host: str, connection_id: str, listener: str
@@ -85,12 +94,17 @@ class Dispatcher:
         spec = HANDLERS.get(api_key)
         if spec is None:
             raise CloseConnection(f"unknown API key {api_key}")
-        if api_key == API_VERSIONS_KEY and not spec.accepts(version):
+        release = self.controls.release if self.controls.engaged else None
+        if api_key == API_VERSIONS_KEY and not (spec.accepts(version)
+                                                and (release is None or release.accepts(api_key, version))):
             if len(frame) < 8:  # no correlation id to answer with: Kafka cannot parse the header either
                 raise CloseConnection("request header too short")
             return self._unsupported_api_versions(frame, version)
         if not spec.accepts(version):
             raise CloseConnection(f"unsupported version {version} of API key {api_key}")
+        if release is not None and not release.accepts(api_key, version):
+            raise CloseConnection(f"Apache Kafka {release.name} (emulated) does not serve version {version} "
+                                  f"of API key {api_key}")
         try:
             header = parse_request_header(frame, _flexible(spec, version))
         except MalformedHeader as e:
@@ -132,6 +146,8 @@ class Dispatcher:
             self.broker, api_key, version, header.correlation_id, header.client_id, client_host, local_host,
             connection_id, listener,
         )
+        if self.controls.engaged:  # fault rules, the request log: the control endpoint's path
+            return self._controlled(spec, request, ctx)
         started = time.perf_counter()
         result = spec.handler(ctx, request)
         elapsed = time.perf_counter() - started
@@ -162,20 +178,92 @@ class Dispatcher:
         if throttle <= 0:
             return
         quotas.mute(ctx.connection_id, max(throttle, int((quotas.muted_until.get(ctx.connection_id, 0)
-                                                          - self.broker.clock.monotonic()) * 1000)))
+                                                          - self.broker.wire_clock.monotonic()) * 1000)))
         if response is not None and not isinstance(response, RawResponse) and hasattr(response, "throttle_time_ms"):
             try:
                 response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle)
             except AttributeError:
                 pass
 
+    # --- the control endpoint's path: fault rules and the request log -------------------------------
+
+    def _controlled(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Encoded | None | Awaitable[Encoded | None]:
+        controls, broker = self.controls, self.broker
+        faults = controls.faults
+        keys = request_keys(ctx.api_key, request, broker.metadata.name_of) \
+            if controls.logging or faults.need_keys else None
+        entry = controls.requests.record(broker.clock.now_ms(), broker.node_id, ctx.connection_id, ctx.client_id,
+                                         ctx.client_host, ctx.api_key, ctx.api_version, ctx.correlation_id,
+                                         keys) if controls.logging else None
+        fault = faults.pick(broker.node_id, ctx.api_key, ctx.client_id, keys) if faults.rules else None
+        if fault is not None:
+            log.info("fault applied", api=api_name(ctx.api_key), broker=broker.node_id, client_id=ctx.client_id,
+                     **fault.to_json())
+            if entry is not None:
+                entry.fault = fault.action if fault.action != "error" else f"error {fault.error.name}"
+            if not fault.apply:  # an error answer or a close instead of carrying the request out
+                if fault.action == "close":
+                    self._closed(entry, "fault rule: connection closed instead of answering")
+                return self._controlled_answer(ctx, request, None, fault, entry)
+        started = time.perf_counter()
+        result = spec.handler(ctx, request)
+        busy = time.perf_counter() - started
+        if inspect.isawaitable(result):
+            return self._controlled_async(ctx, request, result, started, busy, fault, entry)
+        self.metrics.request_done(ctx.api_key, ctx.api_version, busy)
+        if broker.quotas.enforcing_requests:
+            self._request_quota(ctx, result, busy)
+        return self._controlled_answer(ctx, request, result, fault, entry)
+
+    async def _controlled_async(self, ctx: RequestContext, request: Any, result: Awaitable[Any], started: float,
+                                busy: float, fault: Fault | None, entry: LoggedRequest | None) -> Encoded | None:
+        try:
+            response = await result
+        except BaseException:
+            self._closed(entry, None)
+            raise
+        self.metrics.request_done(ctx.api_key, ctx.api_version, time.perf_counter() - started)
+        if self.broker.quotas.enforcing_requests:
+            self._request_quota(ctx, response, busy)
+        return self._controlled_answer(ctx, request, response, fault, entry)
+
+    def _controlled_answer(self, ctx: RequestContext, request: Any, response: Any, fault: Fault | None,
+                           entry: LoggedRequest | None) -> Encoded | None:
+        """The answer as the fault rule has it: Kafka's error answer, a close, held or lost."""
+        if fault is not None:
+            if fault.action == "close":
+                self._closed(entry, "fault rule: connection closed after carrying the request out")
+            if fault.action == "error":
+                response = error_answer(ctx.api_key, ctx.api_version, request, fault.error,
+                                        self.broker.metadata.name_of)
+                if response is NO_RESPONSE:  # acks=0: Kafka closes the connection of a failed produce
+                    self._closed(entry, f"fault rule: acks=0 produce failed with {fault.error.name}")
+        if entry is not None:
+            RequestLog.answered(entry, response, "dropped" if fault is not None and fault.action == "drop"
+                                else "answered")
+        encoded = encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+        if encoded is not None:
+            rtt_ms = self.controls.faults.rtt_ms.get(self.broker.node_id, 0)
+            encoded.delay = (rtt_ms + (fault.delay_ms if fault is not None else 0)) / 1000
+            encoded.drop = fault is not None and fault.action == "drop"
+        return encoded
+
+    @staticmethod
+    def _closed(entry: LoggedRequest | None, reason: str | None) -> None:
+        if entry is not None:
+            RequestLog.answered(entry, None, "closed")
+        if reason is not None:
+            raise CloseConnection(reason)
+
     def _unsupported_api_versions(self, frame: bytes | bytearray, version: int) -> Encoded:
         """KIP-511: answer a v0 body with UNSUPPORTED_VERSION and our ApiVersions range."""
         correlation_id = struct.unpack_from(">i", frame, 4)[0]
         spec = HANDLERS[API_VERSIONS_KEY]
+        release = self.controls.release if self.controls.engaged else None
+        top = spec.max_version if release is None else min(spec.max_version, release.apis.get(API_VERSIONS_KEY, (0, 0))[1])
         resp = spec.response_cls[0](
             error_code=35,
-            api_keys=[spec.response_cls.ApiVersion(api_key=API_VERSIONS_KEY, min_version=0, max_version=spec.max_version)],
+            api_keys=[spec.response_cls.ApiVersion(api_key=API_VERSIONS_KEY, min_version=0, max_version=top)],
         )
         body = resp.encode(version=0)
         header = response_header(correlation_id, False)

@@ -41,6 +41,7 @@ log = structlog.get_logger(__name__)
 
 SLICE_S = 0.002  # at most this long answering one connection's queued requests before the others
 MAX_COALESCED_BUFFERS = 256  # answers of one pump pass written together (writev), at most this many buffers
+MAX_HELD = 64  # answers a fault rule holds on one connection before it reads no more requests
 _ids = itertools.count(1)
 _SIZE = struct.Struct(">i")
 # What a connection on a SASL listener may send before it has authenticated: ApiVersions,
@@ -68,7 +69,7 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.local_host = "127.0.0.1"
         self.id = f"c{next(_ids)}"
-        self.last_active = broker.clock.monotonic()  # the last read or write, for connections.max.idle.ms
+        self.last_active = broker.wire_clock.monotonic()  # the last read or write, for connections.max.idle.ms
         self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, until authenticated
         self.counted = False  # in the broker's connection counts (ConnectionQuotas)
         self.peer_ip = ""
@@ -76,6 +77,10 @@ class Connection(asyncio.Protocol):
         self.held = 0  # what this connection counts in broker.queued_request_bytes
         self.frame_reserved = False  # the frame being received has its whole size counted
         self._resume_scheduled = False
+        # answers a fault rule holds (a delay, an RTT): (loop time to send at, buffers), in order
+        self.held_answers: deque[tuple[float, list]] = deque()
+        self._held_timer: asyncio.TimerHandle | None = None
+        self.silent = False  # a fault rule dropped an answer: nothing more is read or sent
 
     # --- asyncio callbacks ------------------------------------------------------------------
 
@@ -116,9 +121,15 @@ class Connection(asyncio.Protocol):
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+        if self._held_timer is not None:
+            self._held_timer.cancel()
+            self._held_timer = None
+        self.held_answers.clear()
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = self.broker.clock.monotonic()
+        if self.silent:
+            return
+        self.last_active = self.broker.wire_clock.monotonic()
         decoder = self.decoder
         # Before SASL authentication a frame may be at most sasl.server.max.receive.size.
         decoder.max_size = self.broker.max_frame_size if self.sasl is None or self.sasl.authenticated \
@@ -197,7 +208,7 @@ class Connection(asyncio.Protocol):
         self._resume_scheduled = False
         started = time.perf_counter()  # how long this connection held the loop
         while self.pending and self.task is None and self.sending is None and not self.writing_paused \
-                and not self.closed:
+                and not self.closed and not self.silent:
             if self._muted():
                 break
             if time.perf_counter() - started > SLICE_S:  # let the other connections have the loop
@@ -230,6 +241,13 @@ class Connection(asyncio.Protocol):
                     self._flush(out + result.buffers)
                     self._close("SASL authentication failed")
                     return
+                if result.delay or result.drop or self.held_answers:  # a fault rule's: after what went before
+                    self._flush(out)
+                    out = []
+                    self._hold(result)
+                    if self.silent:
+                        return
+                    continue
                 if result.regions:
                     self._flush(out)
                     out = []
@@ -248,7 +266,8 @@ class Connection(asyncio.Protocol):
         self._maybe_resume_reading()
 
     def _maybe_resume_reading(self) -> None:
-        if self.reading_paused and not self.closed and not self.pending and not self.memory_paused:
+        if self.reading_paused and not self.closed and not self.pending and not self.memory_paused \
+                and not self.silent and len(self.held_answers) < MAX_HELD:
             self.reading_paused = False
             self.transport.resume_reading()
 
@@ -285,11 +304,11 @@ class Connection(asyncio.Protocol):
         until = self.broker.quotas.muted_until.get(self.id)
         if until is None:
             return False
-        wait = until - self.broker.clock.monotonic()
+        wait = until - self.broker.wire_clock.monotonic()
         if wait <= 0:
             del self.broker.quotas.muted_until[self.id]
             return False
-        self.broker.clock.call_later(wait, self._pump)
+        self.broker.wire_clock.call_later(wait, self._pump)
         return True
 
     def _async_done(self, task: asyncio.Task) -> None:
@@ -308,15 +327,57 @@ class Connection(asyncio.Protocol):
             return
         result = task.result()
         if result is not None:
-            if result.regions:
+            if result.delay or result.drop or self.held_answers:
+                self._hold(result)
+                if self.silent:
+                    return
+            elif result.regions:
                 self._send_regions(result.buffers)
             else:
                 self._flush(result.buffers)
         self._pump()
 
+    # --- answers held by fault rules ------------------------------------------------------------
+
+    def _hold(self, result: Encoded) -> None:
+        """Send ``result`` after its delay and after every answer held before it (the wire keeps
+        the order), or (``drop``) never: the connection then goes silent, as a link that lost the
+        answer, until the client gives up on it and closes it."""
+        buffers = result.buffers
+        if result.regions:  # sent from memory when held: the file regions are read now
+            buffers = [b.read() if type(b) is FileRegion else b for b in buffers]
+            _close_regions(result.buffers)
+        if result.drop:
+            self.silent = True
+            self.held_answers.clear()
+            if not self.reading_paused and not self.closed:
+                self._pause_reading()
+            return
+        loop = asyncio.get_running_loop()
+        at = max(loop.time() + result.delay, self.held_answers[-1][0] if self.held_answers else 0.0)
+        self.held_answers.append((at, buffers))
+        if self._held_timer is None:
+            self._held_timer = loop.call_at(self.held_answers[0][0], self._release_held)
+        if len(self.held_answers) >= MAX_HELD and not self.reading_paused and not self.closed:
+            self._pause_reading()  # a client pipelining into a long delay waits in the kernel
+
+    def _release_held(self) -> None:
+        self._held_timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        out: list = []
+        while self.held_answers and self.held_answers[0][0] <= now + 0.0005:
+            out += self.held_answers.popleft()[1]
+        self._flush(out)
+        if self.held_answers:
+            self._held_timer = loop.call_at(self.held_answers[0][0], self._release_held)
+        elif not self.closed:
+            self._pump()
+            self._maybe_resume_reading()
+
     def _flush(self, buffers: list) -> None:
-        if buffers and not self.closed:
-            self.last_active = self.broker.clock.monotonic()
+        if buffers and not self.closed and not self.silent:
+            self.last_active = self.broker.wire_clock.monotonic()
             self.transport.writelines(buffers)
 
     def _send_regions(self, buffers: list) -> None:
@@ -339,7 +400,7 @@ class Connection(asyncio.Protocol):
             _close_regions(buffers)
             self._close(f"write failed: {e}", quiet=isinstance(e, ConnectionError))
             return
-        self.last_active = self.broker.clock.monotonic()
+        self.last_active = self.broker.wire_clock.monotonic()
         if done is not None:
             self.sending = done
             done.add_done_callback(self._sent)
@@ -357,7 +418,8 @@ class Connection(asyncio.Protocol):
     def close_if_idle(self, now: float, idle_s: float) -> bool:
         """Kafka's idle expiry (connections.max.idle.ms): no read or write for that long, and no
         request still being answered, closes the connection. True when it was closed."""
-        if self.closed or self.task is not None or self.sending is not None or now - self.last_active < idle_s:
+        if self.closed or self.task is not None or self.sending is not None or self.held_answers \
+                or now - self.last_active < idle_s:
             return False
         self._close(f"idle for more than {idle_s * 1000:.0f} ms", quiet=True)
         return True

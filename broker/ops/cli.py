@@ -1,6 +1,7 @@
 """``python -m broker`` / ``pykafka-broker``: run a broker configured the way Kafka is.
 
     python -m broker [--config server.properties] [--override key=value ...] [--brokers N]
+                     [--control-port P] [--faults FILE] [--virtual-clock] [--emulate-kafka 3.9]
 
 KAFKA_<PROPERTY> environment variables apply between the file and the overrides. SIGTERM and
 SIGINT shut down cleanly (in-flight requests finish, logs are flushed and closed) and exit 0.
@@ -16,10 +17,13 @@ import sys
 import structlog
 import uvloop
 
-from broker.broker import Broker
 from broker.cluster_process import ClusterProcess
 from broker.config.broker_config import BrokerConfig
+from broker.control.controls import Controls
+from broker.control.setup import build_controls, process_clock
 from broker.ops import logs
+from broker.single_node import SingleNode
+from storage.clock import SYSTEM_CLOCK, Clock
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -31,7 +35,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--brokers", type=int, metavar="N",
                    help="run a cluster of N brokers in this process (cluster.brokers): node ids 1..N, "
                         "each on the configured ports + (id - 1), data in <log.dirs>/broker-<id>/")
+    p.add_argument("--control-port", type=int, metavar="P",
+                   help="serve the control endpoint on P (control.port; loopback, control.host): topology, "
+                        "fault rules, the request log, time, versions")
+    p.add_argument("--faults", metavar="FILE",
+                   help="fault rules to load at start-up, JSON or YAML (control.faults.file)")
+    p.add_argument("--virtual-clock", action="store_true",
+                   help="a clock the control endpoint can advance (control.clock=virtual; needs --control-port)")
+    p.add_argument("--emulate-kafka", metavar="VERSION",
+                   help="advertise the API versions of this Apache Kafka release, 3.0-4.4 (control.kafka.version)")
     return p.parse_args(argv)
+
+
+def cli_overrides(args: argparse.Namespace) -> list[str]:
+    """The flags as the properties they stand for (given after --override, so they win)."""
+    out = list(args.override)
+    if args.brokers is not None:
+        out.append(f"cluster.brokers={args.brokers}")
+    if args.control_port is not None:
+        out.append(f"control.port={args.control_port}")
+    if args.faults is not None:
+        out.append(f"control.faults.file={args.faults}")
+    if args.virtual_clock:
+        out.append("control.clock=virtual")
+    if args.emulate_kafka is not None:
+        out.append(f"control.kafka.version={args.emulate_kafka}")
+    return out
 
 
 def raise_open_files_limit() -> None:
@@ -47,18 +76,22 @@ def raise_open_files_limit() -> None:
         pass
 
 
-async def run(config: BrokerConfig) -> int:
+async def run(config: BrokerConfig, clock: Clock = SYSTEM_CLOCK, controls: Controls | None = None,
+              stop: asyncio.Event | None = None, signals: bool = True) -> int:
+    """Run until SIGTERM/SIGINT (``signals``) or until ``stop`` is set (``broker.testing``'s thread)."""
     raise_open_files_limit()
     # Worker threads run pure-Python work off the loop (validating a huge compressed batch, decoding
     # a huge request). With the default 5 ms switch interval, the loop would wait up to 5 ms for the
     # GIL after each system call while one runs; 0.5 ms keeps other clients' requests flowing.
     sys.setswitchinterval(0.0005)
 
-    node: Broker | ClusterProcess = Broker(config) if config.get("cluster.brokers") <= 1 else ClusterProcess(config)
+    node: SingleNode | ClusterProcess = SingleNode(config, clock, controls) if config.get("cluster.brokers") <= 1 \
+        else ClusterProcess(config, clock, controls)
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop or asyncio.Event()
+    if signals:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     await node.start()
     await stop.wait()
     await node.stop()
@@ -69,17 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logs.configure(cache=False)  # provisional, so warnings about the configuration are rendered too
     try:
-        overrides = [*args.override, *([f"cluster.brokers={args.brokers}"] if args.brokers is not None else [])]
-        config = BrokerConfig.load(args.config or args.config_file, overrides)
+        config = BrokerConfig.load(args.config or args.config_file, cli_overrides(args))
         if config.get("cluster.brokers") < 1:
             raise ValueError("cluster.brokers (--brokers) must be at least 1")
         config.validate_listeners()
+        clock, controls = process_clock(config), build_controls(config)
     except (OSError, ValueError) as e:
         print(f"pykafka-broker: configuration error: {e}", file=sys.stderr)
         return 2
     logs.configure(str(config.get("log.level")))
     try:
-        return uvloop.run(run(config))
+        return uvloop.run(run(config, clock, controls))
     except Exception:
         structlog.get_logger(__name__).exception("broker failed")  # one JSON line, not a bare traceback
         return 1

@@ -261,13 +261,13 @@ class BrokerMetrics:
         JMX exporter has none (called once per broker process, from Services.start).
         """
         disable_created_metrics()
-        started = broker.clock.monotonic()
+        started = broker.wire_clock.monotonic()
 
         def broker_info() -> Iterable[Metric]:
             info = GaugeMetricFamily("kafka_server_app_info", "This broker", labels=["node_id", "cluster_id", "version"])
             info.add_metric([str(broker.node_id), broker.cluster_id, _version()], 1)
             uptime = GaugeMetricFamily("kafka_server_kafkaserver_uptime_seconds", "Seconds since the broker started")
-            uptime.add_metric([], broker.clock.monotonic() - started)
+            uptime.add_metric([], broker.wire_clock.monotonic() - started)
             return [info, uptime]
 
         self.add_collector(broker_info)

@@ -302,7 +302,7 @@ class ReplicaManager:
             if not fut.done():
                 fut.set_result(None)
 
-        handle = self.broker.clock.call_later(timeout, expire)
+        handle = self.broker.wire_clock.call_later(timeout, expire)
         fut.add_done_callback(cleanup)
         return fut
 

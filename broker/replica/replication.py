@@ -135,7 +135,7 @@ class Replication:
     def _become_leader(self, key: TopicPartition, plog: PartitionLog, reg: PartitionRegistration) -> None:
         self._stop_following(key)
         self._start_tracking(key, plog, reg)
-        now = self.broker.clock.now_ms()
+        now = self.broker.wire_clock.now_ms()
         previous = self.leaders.get(key)
         if previous is not None and self.epochs.get(key) == reg.leader_epoch:
             previous.update_assignment(reg.replicas, reg.isr)  # an ISR or replica change only
@@ -203,7 +203,7 @@ class Replication:
         lead = self.leaders.get(key)
         if lead is None or not plog.replicated:
             return False
-        hw = lead.high_watermark(plog.log_end_offset, plog.high_watermark, self.broker.clock.now_ms(),
+        hw = lead.high_watermark(plog.log_end_offset, plog.high_watermark, self.broker.wire_clock.now_ms(),
                                  self.broker.config.get("replica.lag.time.max.ms"), self._min_isr(plog),
                                  self.broker.brokers.alive)
         if plog.maybe_increment_high_watermark(hw):
@@ -227,7 +227,7 @@ class Replication:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"Replica {replica_id} is not a replica of {topic}-{partition}")
         before = follower.log_end_offset
-        follower.update_fetch(fetch_offset, log_start_offset, self.broker.clock.now_ms(), plog.log_end_offset)
+        follower.update_fetch(fetch_offset, log_start_offset, self.broker.wire_clock.now_ms(), plog.log_end_offset)
         if lead.isr_to_expand(replica_id, plog.high_watermark, self.broker.brokers.alive) is not None:
             self._alter_isr(key, add=replica_id)
         if before != follower.log_end_offset:
@@ -248,7 +248,7 @@ class Replication:
 
     def expire_isr(self) -> None:
         """Kafka's isr-expiration task: drop followers not caught up within replica.lag.time.max.ms."""
-        now = self.broker.clock.now_ms()
+        now = self.broker.wire_clock.now_ms()
         max_lag = self.broker.config.get("replica.lag.time.max.ms")
         for key, lead in list(self.leaders.items()):
             plog = self.broker.log_manager.get(*key)
@@ -293,7 +293,7 @@ class Replication:
         """Wait until every partition's high watermark reaches its required offset, or the
         timeout (REQUEST_TIMED_OUT for those still short)."""
         loop = asyncio.get_running_loop()
-        deadline = self.broker.clock.monotonic() + timeout_s
+        deadline = self.broker.wire_clock.monotonic() + timeout_s
         results: dict[TopicPartition, ErrorCode] = {}
         waiting = dict(pending)
         while True:
@@ -302,7 +302,7 @@ class Replication:
                 if done:
                     results[key] = error
                     del waiting[key]
-            remaining = deadline - self.broker.clock.monotonic()
+            remaining = deadline - self.broker.wire_clock.monotonic()
             if not waiting or remaining <= 0 or self.broker.stopping:
                 for key in waiting:
                     results[key] = ErrorCode.REQUEST_TIMED_OUT
@@ -310,7 +310,7 @@ class Replication:
             fut: asyncio.Future[None] = loop.create_future()
             for key in waiting:
                 self._hw_waiters.setdefault(key, set()).add(fut)
-            handle = self.broker.clock.call_later(remaining, _resolver(fut))
+            handle = self.broker.wire_clock.call_later(remaining, _resolver(fut))
             try:
                 await fut
             finally:

@@ -144,7 +144,7 @@ async def add_partitions(
     config = broker.config
     backoff_s = int(config.get("add.partitions.to.txn.retry.backoff.ms")) / 1000
     retry_timeout_s = int(config.get("add.partitions.to.txn.retry.backoff.max.ms")) / 1000
-    started = broker.clock.monotonic()
+    started = broker.wire_clock.monotonic()
     while True:
         now_ms = broker.clock.now_ms()
         to_add: set[tuple[str, int]] = set()
@@ -165,10 +165,10 @@ async def add_partitions(
         if (
             not retry_concurrent
             or code != ErrorCode.CONCURRENT_TRANSACTIONS
-            or broker.clock.monotonic() - started >= retry_timeout_s
+            or broker.wire_clock.monotonic() - started >= retry_timeout_s
         ):
             return {} if code == ErrorCode.NONE else dict.fromkeys(to_add, code)
-        await broker.clock.sleep(backoff_s)
+        await broker.wire_clock.sleep(backoff_s)
 
 
 def produce_error(code: ErrorCode, operation: SupportedOperation) -> KafkaError:

@@ -115,7 +115,8 @@ async def test_metrics_server_starts_only_with_a_port_and_closes_on_shutdown() -
     def fake(port: int) -> SimpleNamespace:
         return SimpleNamespace(metrics=BrokerMetrics(), config={"metrics.port": port, "metrics.host": "127.0.0.1"},
                                shutdown_hooks=[], node_id=1, cluster_id="c", log_manager=None,
-                               txn_coordinator=None, group_coordinator=None, clock=SYSTEM_CLOCK)
+                               txn_coordinator=None, group_coordinator=None, clock=SYSTEM_CLOCK,
+                               wire_clock=SYSTEM_CLOCK)
 
     off = fake(0)
     assert await start_metrics(off) is None and off.metrics_port is None and off.shutdown_hooks == []
