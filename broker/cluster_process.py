@@ -24,7 +24,7 @@ from broker.cluster.brokers import BrokerRegistry
 from broker.cluster.metadata import MetadataStore
 from broker.cluster.replication_control import ReplicationControl
 from broker.cluster.shared import ConfiguredTopicSettings, SharedCluster
-from broker.config.broker_config import BrokerConfig, parse_listeners
+from broker.config.broker_config import BrokerConfig, parse_listeners, pinned_listeners
 from broker.control.controls import Controls
 from broker.ops.control_http import ControlEndpoint
 from coordinator.producer_ids import ProducerIdManager
@@ -117,7 +117,13 @@ class ClusterProcess:
         """Start (or bring back) broker ``node_id``: a new broker object over the same data."""
         if node_id in self.brokers and not self.brokers[node_id].stopping:
             return self.brokers[node_id]
-        broker = Broker(broker_config(self.config, node_id, self.cluster_id), self.clock, self.shared, self.controls)
+        config = broker_config(self.config, node_id, self.cluster_id)
+        previous = self.brokers.get(node_id)
+        if previous is not None and previous.bound_ports:  # back where its clients knew it
+            config = BrokerConfig({**config.originals,
+                                   "listeners": pinned_listeners(config.get("listeners"), previous.bound_ports)},
+                                  sources=config.sources)
+        broker = Broker(config, self.clock, self.shared, self.controls)
         self.brokers[node_id] = broker
         self.shared.members[node_id] = broker
         await broker.start()

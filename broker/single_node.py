@@ -13,7 +13,7 @@ import structlog
 
 from broker.broker import Broker
 from broker.cluster.shared import SharedCluster
-from broker.config.broker_config import BrokerConfig
+from broker.config.broker_config import BrokerConfig, pinned_listeners
 from broker.control.controls import Controls
 from broker.ops.control_http import ControlEndpoint
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -30,8 +30,12 @@ class SingleNode:
         self.broker = self._new_broker()
         self.control = ControlEndpoint(self)  # served when control.port > 0
 
-    def _new_broker(self) -> Broker:
-        return Broker(self.config, self.clock, controls=self.controls)
+    def _new_broker(self, bound: dict[str, int] | None = None) -> Broker:
+        config = self.config
+        if bound:  # back where its clients knew it
+            config = BrokerConfig({**config.originals, "listeners": pinned_listeners(config.get("listeners"), bound)},
+                                  sources=config.sources)
+        return Broker(config, self.clock, controls=self.controls)
 
     @property
     def node_ids(self) -> list[int]:
@@ -58,7 +62,7 @@ class SingleNode:
     async def start_broker(self, node_id: int) -> Broker:
         if not self.broker.stopping:
             return self.broker
-        self.broker = self._new_broker()
+        self.broker = self._new_broker(self.broker.bound_ports)
         await self.broker.start()
         return self.broker
 

@@ -470,6 +470,16 @@ class BrokerConfig:
             yield name, self.get(name), self.source_of(name)
 
 
+def pinned_listeners(value: str, bound: dict[str, int]) -> str:
+    """``listeners`` with each "any free port" (0) replaced by the port it was bound to: a broker
+    brought back up listens where its clients knew it."""
+    out = []
+    for name, host, port in parse_listeners(value):
+        host = f"[{host}]" if ":" in host else host
+        out.append(f"{name}://{host}:{bound.get(name, port) if port == 0 else port}")
+    return ",".join(out)
+
+
 def parse_listeners(value: str) -> list[tuple[str, str, int]]:
     """'PLAINTEXT://host:9092,CTRL://:9093' -> [(name, host, port)]; empty host = all interfaces."""
     out = []

@@ -310,6 +310,47 @@ ERROR_ANSWERS: dict[int, Builder] = {
 }
 
 
+# --- a fault on one topic of a request -----------------------------------------------------------
+
+#: APIs whose fault on one topic touches only that topic's part of the answer
+SCOPED = {3, 24}
+
+
+def scoped_error_answer(api_key: int, version: int, request: Any, answer: Any, code: ErrorCode, topic: str,
+                        partition: int | None) -> Any:
+    """A fault rule naming a topic, on an API where an error can hit one topic alone:
+
+    - Metadata (carried out first: ``answer``): the topic's entry gets the error and no partitions,
+      as Kafka answers for a topic it cannot describe (librdkafka's ``rd_kafka_mock_topic_set_error``);
+    - AddPartitionsToTxn v0-3 (not carried out): the topic's partitions (or the one named) get the
+      error and every other partition OPERATION_NOT_ATTEMPTED, as Kafka answers a request of which
+      some partitions fail."""
+    code = for_version(api_key, version, code)
+    if api_key == 3:
+        cls = response_class(3)
+        if isinstance(answer, RawResponse):
+            answer = cls.decode(b"".join(bytes(b) for b in answer.buffers), version=version)
+        for entry in answer.topics:
+            if entry.name == topic:
+                entry.error_code = int(code)
+                entry.partitions = []
+        return answer
+    cls = response_class(24)
+    if version >= 4:
+        return cls(error_code=int(code), results_by_transaction=[])
+    topic_cls = _item(cls, "results_by_topic_v3_and_below")
+    part_cls = _item(cls, "results_by_topic_v3_and_below", "results_by_partition")
+
+    def error_of(name: str, p: int) -> int:
+        hit = name == topic and (partition is None or p == partition)
+        return int(code) if hit else int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+
+    return cls(results_by_topic_v3_and_below=[
+        topic_cls(name=t.name, results_by_partition=[part_cls(partition_index=p, partition_error_code=error_of(t.name, p))
+                                                     for p in t.partitions])
+        for t in request.v3_and_below_topics])
+
+
 def error_answer(api_key: int, version: int, request: Any, code: ErrorCode, namer: TopicNamer) -> Any:
     """The answer Kafka gives to ``request`` failing with ``code`` (mapped for ``version``)."""
     builder = ERROR_ANSWERS[api_key]

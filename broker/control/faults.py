@@ -4,9 +4,13 @@ cluster vocabulary (``rd_kafka_mock_push_request_errors``, ``..._broker_push_req
 loaded from a file at start-up (``--faults FILE``, JSON or YAML).
 
 A rule matches requests by API (name or key), and optionally by broker, topic (and partition),
-transactional id, group id and client id: a request matches when it names them (a Produce naming
-the topic among others matches; the fault then applies to the whole request, as Kafka's error
-answer names every partition of it). What it does, per matching request:
+transactional id, group id and client id: a request matches when it names them. The fault applies
+to the whole request (a Produce naming the topic among others fails on every partition, as
+Kafka's error answer names every partition of it), except where an error can hit one topic alone:
+a Metadata answer then describes that topic with the error (librdkafka's
+``rd_kafka_mock_topic_set_error``), and AddPartitionsToTxn v0-3 fails its partitions with the
+others OPERATION_NOT_ATTEMPTED (``broker.control.error_answers.scoped_error_answer``). What it
+does, per matching request:
 
 - ``error``: the request is not carried out; the answer is Kafka's error answer for that API with
   the given code (``broker.control.error_answers``; mapped to what the request's version knows),
@@ -307,7 +311,8 @@ class FaultRules:
             self.rtt_ms.pop(broker, None)
         self._changed()
 
-    def pick(self, broker: int, api_key: int, client_id: str | None, keys: RequestKeys | None) -> Fault | None:
+    def pick(self, broker: int, api_key: int, client_id: str | None,
+             keys: RequestKeys | None) -> tuple[Fault, FaultRule] | None:
         """The fault this request gets, if any; consumes it from its rule. Rules for this broker
         are asked first, then the others, each in the order added (librdkafka's mock takes a
         broker's pushed errors before the cluster's)."""
@@ -318,7 +323,7 @@ class FaultRules:
                     self.rules.remove(rule)
                     self._changed()
                 if fault is not None:
-                    return fault
+                    return fault, rule
         return None
 
     def to_json(self) -> dict[str, Any]:

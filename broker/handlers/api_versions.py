@@ -1,7 +1,8 @@
 """ApiVersions (key 18), v0-5.
 
 Lists every registered API with the versions it is registered for, so what we advertise is
-what we implement. Any ApiVersions version is accepted: one we do not know is answered by the
+what we implement (narrowed by the control endpoint to an emulated Kafka release's ranges, or per
+API: ``broker.control.controls``). Any ApiVersions version is accepted: one we do not know is answered by the
 dispatcher with a v0 body and UNSUPPORTED_VERSION (KIP-511). v3+ checks the client software
 name and version against Kafka's pattern (INVALID_REQUEST otherwise).
 
@@ -104,14 +105,20 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         return Response(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
     if _other_node(ctx.broker, req, version):
         return Response(error_code=ErrorCode.REBOOTSTRAP_REQUIRED, api_keys=[], throttle_time_ms=0)
-    keys = [Response.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions()]
+    controls = ctx.broker.controls
+    ranges = controls.advertised(advertised_versions()) if controls.restricted else advertised_versions()
+    keys = [Response.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in ranges]
     if version < 3:
         return Response(error_code=0, api_keys=keys, throttle_time_ms=0)
     epoch, finalized = finalized_features(ctx.broker)
+    supported = supported_features(version)
+    if controls.release is not None:  # an emulated release lists only the features it knows
+        supported = controls.release.supported_features(supported)
+        finalized = controls.release.finalized_features(finalized)
     return Response(
         error_code=0, api_keys=keys, throttle_time_ms=0,
         supported_features=[Response.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
-                            for n, lo, hi in supported_features(version)],
+                            for n, lo, hi in supported],
         finalized_features_epoch=epoch,
         finalized_features=[Response.FinalizedFeatureKey(name=n, max_version_level=level, min_version_level=level)
                             for n, level in finalized],

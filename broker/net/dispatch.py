@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.cluster.quotas import user_of
-from broker.control.error_answers import error_answer
+from broker.control.error_answers import SCOPED, error_answer, scoped_error_answer
 from broker.control.faults import Fault
 from broker.control.request_keys import request_keys
 from broker.control.request_log import LoggedRequest, RequestLog
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 API_VERSIONS_KEY = 18
+METADATA = 3
 _SIZE = struct.Struct(">i")
 
 
@@ -94,17 +95,18 @@ class Dispatcher:
         spec = HANDLERS.get(api_key)
         if spec is None:
             raise CloseConnection(f"unknown API key {api_key}")
-        release = self.controls.release if self.controls.engaged else None
+        controls = self.controls
+        restricted = controls.engaged and controls.restricted
         if api_key == API_VERSIONS_KEY and not (spec.accepts(version)
-                                                and (release is None or release.accepts(api_key, version))):
+                                                and (not restricted or controls.accepts(api_key, version))):
             if len(frame) < 8:  # no correlation id to answer with: Kafka cannot parse the header either
                 raise CloseConnection("request header too short")
             return self._unsupported_api_versions(frame, version)
         if not spec.accepts(version):
             raise CloseConnection(f"unsupported version {version} of API key {api_key}")
-        if release is not None and not release.accepts(api_key, version):
-            raise CloseConnection(f"Apache Kafka {release.name} (emulated) does not serve version {version} "
-                                  f"of API key {api_key}")
+        if restricted and not controls.accepts(api_key, version):
+            raise CloseConnection(f"version {version} of API key {api_key} is not served (control endpoint: "
+                                  "emulated release or API range)")
         try:
             header = parse_request_header(frame, _flexible(spec, version))
         except MalformedHeader as e:
@@ -195,28 +197,34 @@ class Dispatcher:
         entry = controls.requests.record(broker.clock.now_ms(), broker.node_id, ctx.connection_id, ctx.client_id,
                                          ctx.client_host, ctx.api_key, ctx.api_version, ctx.correlation_id,
                                          keys) if controls.logging else None
-        fault = faults.pick(broker.node_id, ctx.api_key, ctx.client_id, keys) if faults.rules else None
-        if fault is not None:
+        picked = faults.pick(broker.node_id, ctx.api_key, ctx.client_id, keys) if faults.rules else None
+        fault, scope = None, None
+        if picked is not None:
+            fault, rule = picked
             log.info("fault applied", api=api_name(ctx.api_key), broker=broker.node_id, client_id=ctx.client_id,
                      **fault.to_json())
             if entry is not None:
                 entry.fault = fault.action if fault.action != "error" else f"error {fault.error.name}"
-            if not fault.apply:  # an error answer or a close instead of carrying the request out
+            if fault.action == "error" and rule.topic is not None and ctx.api_key in SCOPED:
+                scope = (rule.topic, rule.partition)
+            if not fault.apply and not (scope is not None and ctx.api_key == METADATA):
+                # an error answer or a close instead of carrying the request out
                 if fault.action == "close":
                     self._closed(entry, "fault rule: connection closed instead of answering")
-                return self._controlled_answer(ctx, request, None, fault, entry)
+                return self._controlled_answer(ctx, request, None, fault, entry, scope)
         started = time.perf_counter()
         result = spec.handler(ctx, request)
         busy = time.perf_counter() - started
         if inspect.isawaitable(result):
-            return self._controlled_async(ctx, request, result, started, busy, fault, entry)
+            return self._controlled_async(ctx, request, result, started, busy, fault, entry, scope)
         self.metrics.request_done(ctx.api_key, ctx.api_version, busy)
         if broker.quotas.enforcing_requests:
             self._request_quota(ctx, result, busy)
-        return self._controlled_answer(ctx, request, result, fault, entry)
+        return self._controlled_answer(ctx, request, result, fault, entry, scope)
 
     async def _controlled_async(self, ctx: RequestContext, request: Any, result: Awaitable[Any], started: float,
-                                busy: float, fault: Fault | None, entry: LoggedRequest | None) -> Encoded | None:
+                                busy: float, fault: Fault | None, entry: LoggedRequest | None,
+                                scope: tuple[str, int | None] | None) -> Encoded | None:
         try:
             response = await result
         except BaseException:
@@ -225,15 +233,17 @@ class Dispatcher:
         self.metrics.request_done(ctx.api_key, ctx.api_version, time.perf_counter() - started)
         if self.broker.quotas.enforcing_requests:
             self._request_quota(ctx, response, busy)
-        return self._controlled_answer(ctx, request, response, fault, entry)
+        return self._controlled_answer(ctx, request, response, fault, entry, scope)
 
     def _controlled_answer(self, ctx: RequestContext, request: Any, response: Any, fault: Fault | None,
-                           entry: LoggedRequest | None) -> Encoded | None:
+                           entry: LoggedRequest | None, scope: tuple[str, int | None] | None = None) -> Encoded | None:
         """The answer as the fault rule has it: Kafka's error answer, a close, held or lost."""
         if fault is not None:
             if fault.action == "close":
                 self._closed(entry, "fault rule: connection closed after carrying the request out")
-            if fault.action == "error":
+            if fault.action == "error" and scope is not None:
+                response = scoped_error_answer(ctx.api_key, ctx.api_version, request, response, fault.error, *scope)
+            elif fault.action == "error":
                 response = error_answer(ctx.api_key, ctx.api_version, request, fault.error,
                                         self.broker.metadata.name_of)
                 if response is NO_RESPONSE:  # acks=0: Kafka closes the connection of a failed produce
@@ -259,8 +269,9 @@ class Dispatcher:
         """KIP-511: answer a v0 body with UNSUPPORTED_VERSION and our ApiVersions range."""
         correlation_id = struct.unpack_from(">i", frame, 4)[0]
         spec = HANDLERS[API_VERSIONS_KEY]
-        release = self.controls.release if self.controls.engaged else None
-        top = spec.max_version if release is None else min(spec.max_version, release.apis.get(API_VERSIONS_KEY, (0, 0))[1])
+        top = spec.max_version
+        if self.controls.engaged and self.controls.restricted:
+            top = next((hi for key, _, hi in self.controls.advertised([(API_VERSIONS_KEY, 0, top)])), 0)
         resp = spec.response_cls[0](
             error_code=35,
             api_keys=[spec.response_cls.ApiVersion(api_key=API_VERSIONS_KEY, min_version=0, max_version=top)],

@@ -26,7 +26,9 @@ Time (control.clock=virtual)
     POST   /clock/advance                            {"ms": N} (or "seconds", "minutes", "hours", "days")
 Versions and features
     GET    /versions                                 the emulated Apache Kafka release, and the known ones
-    POST   /versions                                 {"kafka": "3.9"}; {"kafka": null}: this broker's own
+    POST   /versions                                 {"kafka": "3.9"}; {"kafka": null}: this broker's own;
+                                                     {"api": "InitProducerId", "min": -1, "max": -1}: an API's
+                                                     range (-1, -1: not advertised); {"reset": true}
     GET    /features                                 finalized feature levels
     POST   /features                                 {"transaction.version": 1}: as kafka-features.sh would
 
@@ -304,18 +306,34 @@ class ControlEndpoint:
         return {**self.describe_clock(), "fired": fired}
 
     def describe_versions(self) -> dict[str, Any]:
-        current = self.cluster.controls.release
+        controls = self.cluster.controls
+        current = controls.release
         return {"kafka": current.name if current is not None else None, "releases": releases(),
+                "api_ranges": {str(k): list(v) for k, v in sorted(controls.api_ranges.items())},
                 **({"apis": current.to_json()["apis"]} if current is not None else {})}
 
     def emulate(self, body: dict[str, Any]) -> dict[str, Any]:
-        if "kafka" not in body:
-            raise HttpError("400 Bad Request", 'the body must name the release: {"kafka": "3.9"} or {"kafka": null}')
-        name = body["kafka"]
-        try:
-            self.cluster.controls.emulate(None if name is None else release(str(name)))
-        except ValueError as e:
-            raise HttpError("400 Bad Request", str(e)) from None
+        """{"kafka": "3.9"} (or null), and/or {"api": "InitProducerId", "min": -1, "max": -1}
+        (rd_kafka_mock_set_apiversion; -1, -1: not advertised), or {"reset": true}."""
+        controls = self.cluster.controls
+        if not any(k in body for k in ("kafka", "api", "reset")):
+            raise HttpError("400 Bad Request", 'the body must name the release: {"kafka": "3.9"} or {"kafka": null}, '
+                                               'or an API range: {"api": "InitProducerId", "min": 0, "max": 3}')
+        if body.get("reset"):
+            controls.emulate(None)
+            controls.reset_api_ranges()
+        if "kafka" in body:
+            name = body["kafka"]
+            try:
+                controls.emulate(None if name is None else release(str(name)))
+            except ValueError as e:
+                raise HttpError("400 Bad Request", str(e)) from None
+        if "api" in body:
+            low, high = body.get("min"), body.get("max")
+            if not isinstance(low, int) or not isinstance(high, int) or isinstance(low, bool) \
+                    or isinstance(high, bool):
+                raise HttpError("400 Bad Request", 'an API range needs "min" and "max" (-1, -1: not advertised)')
+            controls.set_api_range(api_key_of(body["api"]), low, high)
         return self.describe_versions()
 
     def _metadata_broker(self) -> Broker:

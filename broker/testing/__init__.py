@@ -105,6 +105,17 @@ class Faults:
         """Any rule (see the README): ``{"api": "Produce", "error": "NOT_ENOUGH_REPLICAS", "probability": 0.1}``."""
         return list(self._control.call("POST", "/faults", rule)["added"])
 
+    def set_topic_error(self, topic: str, error: str | int | None) -> None:
+        """rd_kafka_mock_topic_set_error: Metadata describes ``topic`` with ``error`` (no partitions)
+        and AddPartitionsToTxn fails its partitions, until set back to None (or "NONE")."""
+        for rule in self.list()["rules"]:
+            if rule.get("topic") == topic and rule.get("api") in ("Metadata", "AddPartitionsToTxn") \
+                    and rule.get("count") == -1:
+                self.remove(rule["id"])
+        if error is not None and error not in ("NONE", 0):
+            self.add([{"api": api, "topic": topic, "error": error, "count": -1}
+                      for api in ("Metadata", "AddPartitionsToTxn")])
+
     def remove(self, rule_id: int) -> None:
         self._control.call("DELETE", f"/faults/{rule_id}")
 
@@ -304,6 +315,10 @@ class KafkaCluster:
     def emulate(self, kafka_version: str | None) -> dict[str, Any]:
         """Advertise the API versions of this Apache Kafka release (None: this broker's own)."""
         return dict(self._control.call("POST", "/versions", {"kafka": kafka_version}))
+
+    def set_api_version(self, api: str | int, min_version: int, max_version: int) -> dict[str, Any]:
+        """rd_kafka_mock_set_apiversion: advertise ``api`` at these versions only (-1, -1: not at all)."""
+        return dict(self._control.call("POST", "/versions", {"api": api, "min": min_version, "max": max_version}))
 
     def set_features(self, **levels: int) -> dict[str, Any]:
         """``set_features(transaction_version=1)``: as kafka-features.sh upgrade/downgrade."""
