@@ -1,13 +1,15 @@
-"""storage.clock: the one clock, and time moved from outside (ManualClock)."""
+"""storage.clock: the one clock, and time moved from outside (ManualClock, VirtualClock)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+import pytest
+
 from coordinator.group.coordinator import ClockTimer
 from protocol.records import build_batch, validate_batches
-from storage.clock import SYSTEM_CLOCK, ManualClock
+from storage.clock import SYSTEM_CLOCK, ManualClock, VirtualClock
 from storage.log.partition_log import PartitionLog
 from storage.log_config import LogConfig
 
@@ -83,3 +85,76 @@ def test_a_log_takes_its_time_from_its_clock(tmp_path) -> None:
 
 def test_the_system_clock_is_wall_time() -> None:
     assert abs(SYSTEM_CLOCK.now_ms() - time.time() * 1000) < 1_000
+
+
+# --- VirtualClock: real time plus what the control endpoint adds ---------------------------------
+
+async def test_a_virtual_clock_runs_in_real_time_between_advances() -> None:
+    clock = VirtualClock()
+    fired: list[float] = []
+    clock.call_later(0.02, lambda: fired.append(clock.monotonic()))
+    await asyncio.sleep(0.05)
+    assert len(fired) == 1
+    assert abs(clock.now_ms() - time.time() * 1000) < 50
+
+
+async def test_an_advance_fires_what_came_due_in_deadline_order_at_its_deadline() -> None:
+    clock = VirtualClock()
+    start = clock.now_ms()
+    seen: list[tuple[str, int]] = []
+    clock.call_later(3600, lambda: seen.append(("hour", clock.now_ms() - start)))
+    clock.call_later(60, lambda: seen.append(("minute", clock.now_ms() - start)))
+    clock.call_later(86_400 * 2, lambda: seen.append(("two days", clock.now_ms() - start)))
+    fired = await clock.advance(86_400_000)
+    assert [name for name, _ in seen] == ["minute", "hour"]
+    assert abs(seen[0][1] - 60_000) < 100 and abs(seen[1][1] - 3_600_000) < 100
+    assert fired == 2 and clock.pending == 1
+    assert abs(clock.offset_ms - 86_400_000) < 1
+
+
+async def test_sleepers_wake_and_periodic_tasks_run_as_often_as_the_advance_allows() -> None:
+    clock = VirtualClock()
+    ticks: list[int] = []
+
+    async def every_ten_seconds() -> None:
+        while True:
+            await clock.sleep(10)
+            ticks.append(clock.now_ms())
+
+    task = asyncio.create_task(every_ten_seconds())
+    await asyncio.sleep(0)
+    try:
+        await clock.advance(100_000)  # 100 s: sparse timers stop at each deadline
+        assert len(ticks) == 10
+        started = time.perf_counter()
+        await clock.advance(7 * 86_400_000)  # a week of 10 s ticks: at most MAX_STEPS stops
+        assert len(ticks) <= 10 + VirtualClock.MAX_STEPS + 1
+        assert time.perf_counter() - started < 2.0
+    finally:
+        task.cancel()
+
+
+async def test_what_happens_at_a_deadline_happens_before_later_deadlines() -> None:
+    """A transaction aborted at its timeout is already old when the id's expiry scan runs a week
+    later: both come due in one advance, in order."""
+    clock = VirtualClock()
+    events: list[str] = []
+    state = {"last_update": clock.now_ms()}
+
+    def abort() -> None:
+        state["last_update"] = clock.now_ms()
+        events.append("aborted")
+
+    def expire() -> None:
+        if clock.now_ms() - state["last_update"] >= 7 * 86_400_000:
+            events.append("expired")
+
+    clock.call_later(60, abort)
+    clock.call_later(7 * 86_400 + 3600, expire)
+    await clock.advance(8 * 86_400_000)
+    assert events == ["aborted", "expired"]
+
+
+async def test_time_only_moves_forward() -> None:
+    with pytest.raises(ValueError):
+        await VirtualClock().advance(-1)
