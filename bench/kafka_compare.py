@@ -5,6 +5,7 @@ on this machine, in the same run, measured with Kafka's own tools.
     python bench/kafka_compare.py --records 50000 --txn-records 2000   # a quick look
     python bench/kafka_compare.py --runs 5 --records 500000 --record-size 1024 --partitions 3
     python bench/kafka_compare.py --json results.json   # also write every raw figure
+    python bench/kafka_compare.py --ours-before /tmp/before --ours-control   # what a change costs
 
 Figures (each the median of --runs runs, after --warmup-rounds untimed rounds; Kafka and ours
 alternate run by run so that machine noise hits both alike):
@@ -143,29 +144,34 @@ class KafkaBroker(Broker):
         self.ref.stop()
 
 
-def spawn_ours(workdir: Path, port: int, overrides: dict[str, str], extra: tuple[str, ...] = ()
-               ) -> tuple[subprocess.Popen, IO[bytes]]:
-    """Our broker from the source tree on ``port`` with data in ``workdir``, without the caller's
-    KAFKA_* environment; its output goes to ``workdir/broker.log`` (the returned file)."""
+def spawn_ours(workdir: Path, port: int, overrides: dict[str, str], extra: tuple[str, ...] = (),
+               tree: Path = ROOT) -> tuple[subprocess.Popen, IO[bytes]]:
+    """Our broker from the source tree (``tree``: this one, or another checkout) on ``port`` with
+    data in ``workdir``, without the caller's KAFKA_* environment; its output goes to
+    ``workdir/broker.log`` (the returned file)."""
     args = [sys.executable, "-m", "broker", *extra, "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--override", f"log.dirs={workdir / 'data'}"]
     for k, v in overrides.items():
         args += ["--override", f"{k}={v}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(tree)
     log_file = open(workdir / "broker.log", "ab")  # noqa: SIM115 - the caller closes it
-    return subprocess.Popen(args, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env), log_file
+    return subprocess.Popen(args, cwd=tree, stdout=log_file, stderr=subprocess.STDOUT, env=env), log_file
 
 
 class OurBroker(Broker):
     name = "ours"
 
-    def __init__(self, workdir: Path, log_level: str = os.environ.get("BENCH_LOG_LEVEL", "WARNING")) -> None:
+    def __init__(self, workdir: Path, log_level: str = os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+                 name: str = "ours", tree: Path = ROOT, overrides: dict[str, str] | None = None) -> None:
+        """``name``/``tree``/``overrides``: a variant of ours (another checkout, other settings)."""
+        self.name = name
         workdir.mkdir(parents=True, exist_ok=True)
         port = free_port()
         self.bootstrap = f"127.0.0.1:{port}"
         t0 = time.monotonic()
-        self.proc, self._log = spawn_ours(workdir, port, {"log.level": log_level, **OUR_OVERRIDES})
+        self.proc, self._log = spawn_ours(workdir, port, {"log.level": log_level, **OUR_OVERRIDES,
+                                                          **(overrides or {})}, tree=tree)
         self.pid = self.proc.pid
         host, _, p = self.bootstrap.rpartition(":")
         deadline = t0 + 60
@@ -425,15 +431,24 @@ def print_table(results: dict, a) -> None:
           f"({a.records} x {a.record_size} B records, {a.partitions} partition(s)), "
           f"start-up median of {a.startup_runs}; {os.cpu_count()} CPUs, load average now "
           f"{os.getloadavg()[0]:.1f} (at start {a.load_at_start:.1f})")
+    variants = [n for n in results if n not in ("kafka", "ours")]  # e.g. ours-before, ours-control
     head = f"{'figure':<32} {'unit':>6} {'Kafka':>10} {'ours':>10} {'ours/Kafka':>11} {'target':>8} {'met':>4}"
+    head += "".join(f" {v:>13} {v.removeprefix('ours-') + '/ours':>13}" for v in variants)
     print(head)
     print("-" * len(head))
+
+    def median(name: str, key: str) -> float | None:
+        values = results[name].get(key)
+        return statistics.median(values) if values else None
+
     for key, label, unit, target, _ in ROWS:
-        kv, ov = results["kafka"].get(key), results["ours"].get(key)
-        km = statistics.median(kv) if kv else None
-        om = statistics.median(ov) if ov else None
+        km, om = median("kafka", key), median("ours", key)
         ratio = om / km if (km and om is not None) else float("nan")
-        print(f"{label:<32} {unit:>6} {_fmt(km):>10} {_fmt(om):>10} {ratio:11.2f} {target:>8} {meets(ratio, target):>4}")
+        line = f"{label:<32} {unit:>6} {_fmt(km):>10} {_fmt(om):>10} {ratio:11.2f} {target:>8} {meets(ratio, target):>4}"
+        for v in variants:
+            vm = median(v, key)
+            line += f" {_fmt(vm):>13} {(vm / om if (om and vm is not None) else float('nan')):13.3f}"
+        print(line)
     for name in ("kafka", "ours"):
         if results[name].get("transaction_run_failures"):
             print(f"{name}: {len(results[name]['transaction_run_failures'])} transactions/s run(s) aborted by the tool"
@@ -464,6 +479,12 @@ def main(argv=None) -> int:
                     help="extra producer property for every ProducerPerformance run")
     ap.add_argument("--tool-timeout", type=float, default=600)
     ap.add_argument("--only", choices=("kafka", "ours"), help="measure one broker only")
+    ap.add_argument("--ours-before", metavar="TREE",
+                    help="also measure our broker from another checkout (e.g. `git worktree add /tmp/before "
+                         "<commit>`), as ours-before, alternating with the others")
+    ap.add_argument("--ours-control", action="store_true",
+                    help="also measure ours with the control endpoint on and no fault rule (the request log "
+                         "records), as ours-control")
     ap.add_argument("--json", help="write all raw figures to this file")
     ap.add_argument("--workdir", help="keep data here (default: a temp dir, removed)")
     a = ap.parse_args(argv)
@@ -473,16 +494,25 @@ def main(argv=None) -> int:
     log(f"fetching Apache Kafka {ref.version} jars (cached after the first time)")
     ref.fetch()
     # Our bytecode, as an installed package (pip) or scripts/run.sh has it; Kafka's jars are compiled.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "broker", "protocol", "storage", "coordinator"],
-                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    for tree in (ROOT, *([Path(a.ours_before)] if a.ours_before else [])):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", "broker", "protocol", "storage", "coordinator"],
+                       cwd=tree, check=True, stdout=subprocess.DEVNULL)
     tmp = tempfile.TemporaryDirectory(prefix="kafka-compare-") if not a.workdir else None
     workdir = Path(a.workdir or tmp.name)
     names = [n for n in ("kafka", "ours") if a.only in (None, n)]
-    results: dict[str, dict[str, list[float]]] = {n: defaultdict(list) for n in ("kafka", "ours")}
+    if a.ours_before:
+        names.append("ours-before")
+    if a.ours_control:
+        names.append("ours-control")
+    results: dict[str, dict[str, list[float]]] = {n: defaultdict(list) for n in ("kafka", "ours", *names)}
 
     def start(name: str, where: Path) -> Broker:
         if name == "ours":
             return OurBroker(where)
+        if name == "ours-before":
+            return OurBroker(where, name=name, tree=Path(a.ours_before).resolve())
+        if name == "ours-control":
+            return OurBroker(where, name=name, overrides={"control.port": str(free_port())})
         ref = KafkaReference(heap=a.kafka_heap)
         ref.poll_interval = 0.01  # the same readiness poll as OurBroker's
         return KafkaBroker(ref, where)
