@@ -328,8 +328,9 @@ def scoped_error_answer(api_key: int, version: int, request: Any, answer: Any, c
     code = for_version(api_key, version, code)
     if api_key == 3:
         cls = response_class(3)
-        if isinstance(answer, RawResponse):
-            answer = cls.decode(b"".join(bytes(b) for b in answer.buffers), version=version)
+        if isinstance(answer, RawResponse):  # the all-topics answer is cached encoded: decoded to change it
+            decoded = cls.decode(b"".join(bytes(b) for b in answer.buffers), version=version)
+            answer = cls(**{name: getattr(decoded, name) for name in cls.fields})
         for entry in answer.topics:
             if entry.name == topic:
                 entry.error_code = int(code)

@@ -22,7 +22,7 @@ from protocol.produce_codec import ProduceRequestView
 
 TopicNamer = Callable[[uuid.UUID], str | None]
 
-PRODUCE, FETCH, FIND_COORDINATOR = 0, 1, 10
+PRODUCE, FETCH, METADATA, FIND_COORDINATOR = 0, 1, 3, 10
 # RecordBatch v2: producerId int64 at 43, producerEpoch int16 at 51, baseSequence int32 at 53
 _BATCH_PRODUCER = struct.Struct(">qhi")
 _PARTITION_FIELDS = ("partition_index", "partition", "index")
@@ -36,8 +36,11 @@ class RequestKeys:
     group_ids: list[str] = field(default_factory=list)
     producer_id: int | None = None
     producer_epoch: int | None = None
+    all_topics: bool = False  # a Metadata request for every topic
 
     def names_partition(self, topic: str, partition: int | None) -> bool:
+        if self.all_topics:
+            return True
         parts = self.topics.get(topic)
         if parts is None:
             return False
@@ -51,6 +54,8 @@ class RequestKeys:
             out["transactional_ids"] = self.transactional_ids
         if self.group_ids:
             out["group_ids"] = self.group_ids
+        if self.all_topics:
+            out["all_topics"] = True
         if self.producer_id is not None:
             out["producer_id"] = self.producer_id
             out["producer_epoch"] = self.producer_epoch
@@ -70,6 +75,8 @@ def request_keys(api_key: int, request: Any, namer: TopicNamer) -> RequestKeys:
             ([request.key] if getattr(request, "key", None) is not None else [])
         (keys.transactional_ids if getattr(request, "key_type", 0) == 1 else keys.group_ids).extend(names)
     else:
+        if api_key == METADATA and getattr(request, "topics", None) is None:
+            keys.all_topics = True
         fields = getattr(type(request), "fields", None)
         if isinstance(fields, dict):
             version = getattr(request, "version", None)
