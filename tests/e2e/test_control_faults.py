@@ -157,6 +157,24 @@ def test_an_emulated_release_advertises_its_versions_and_refuses_others(kafka: K
     assert e.value.status == 400
 
 
+def test_transaction_version_switches_while_running(kafka: KafkaCluster) -> None:
+    def finalized() -> tuple[int, dict[str, int]]:
+        with WireClient(kafka.bootstrap) as c:
+            r = c.send(build(ApiVersionsRequest, 4, client_software_name="t", client_software_version="1"), 4)
+        return r.finalized_features_epoch, {f.name: f.max_version_level for f in r.finalized_features}
+
+    epoch, levels = finalized()
+    assert levels["transaction.version"] == 2
+    assert kafka.set_features(transaction_version=1)["finalized"]["transaction.version"] == 1
+    later, levels = finalized()
+    assert levels["transaction.version"] == 1 and later > epoch
+    kafka.set_features(transaction_version=2)
+    assert finalized()[1]["transaction.version"] == 2
+    with pytest.raises(ControlError) as e:
+        kafka.set_features(transaction_version=7)
+    assert e.value.status == 409 and "INVALID_UPDATE_VERSION" in e.value.message
+
+
 def _frame(c: WireClient, key: int, version: int, cls, **fields) -> bytes:
     """A request frame with the next correlation id, sent by hand to pipeline several."""
     c.correlation_id += 1
