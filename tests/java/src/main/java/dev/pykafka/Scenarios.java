@@ -41,6 +41,7 @@ public final class Scenarios {
 
     static {
         CLUSTER.put("failover", FailoverScenario::run);
+        CLUSTER.put("txn-faults", TxnFaultsScenario::run);
     }
 
     private Scenarios() {}
