@@ -284,10 +284,19 @@ class ReplicationControl:
 
     def move_leader(self, topic: str, partition: int, node_id: int) -> ErrorCode:
         """Make ``node_id`` the leader (a test's topology action, librdkafka's "set partition
-        leader"): an election in which only it may lead; it must be a live ISR member."""
+        leader"): an election in which only it may lead; it must be a live ISR member. -1 leaves
+        the partition without a leader (an election nobody may win; the ISR is kept, so a later
+        move brings a leader back), as librdkafka's mock sets leader -1."""
         reg = self.metadata.partition(topic, partition)
         if reg is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if node_id == -1:
+            if reg.leader == -1:
+                return ErrorCode.ELECTION_NOT_NEEDED
+            b = self._builder(topic, reg, lambda r: False)
+            b.election = Election.ONLINE
+            self._apply(topic, partition, b, "leader removed")
+            return ErrorCode.NONE
         if node_id not in reg.isr or not self.brokers.alive(node_id):
             return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         if reg.leader == node_id:

@@ -312,20 +312,39 @@ ERROR_ANSWERS: dict[int, Builder] = {
 
 # --- a fault on one topic of a request -----------------------------------------------------------
 
-#: APIs whose fault on one topic touches only that topic's part of the answer
-SCOPED = {3, 24}
+#: APIs whose fault on one topic touches only that topic's part of the answer; the first ones are
+#: carried out first and their answer then changed
+CARRIED_OUT_SCOPED = {3, 9}
+SCOPED = {*CARRIED_OUT_SCOPED, 24}
 
 
 def scoped_error_answer(api_key: int, version: int, request: Any, answer: Any, code: ErrorCode, topic: str,
-                        partition: int | None) -> Any:
+                        partition: int | None, namer: TopicNamer | None = None) -> Any:
     """A fault rule naming a topic, on an API where an error can hit one topic alone:
 
     - Metadata (carried out first: ``answer``): the topic's entry gets the error and no partitions,
       as Kafka answers for a topic it cannot describe (librdkafka's ``rd_kafka_mock_topic_set_error``);
+    - OffsetFetch (carried out first): the topic's partitions (or the one named) get the error, as
+      Kafka reports the partition-level errors (UNSTABLE_OFFSET_COMMIT) that a group-level error
+      answer cannot carry;
     - AddPartitionsToTxn v0-3 (not carried out): the topic's partitions (or the one named) get the
       error and every other partition OPERATION_NOT_ATTEMPTED, as Kafka answers a request of which
       some partitions fail."""
     code = for_version(api_key, version, code)
+    if api_key == 9:
+        cls = response_class(9)
+        if isinstance(answer, RawResponse):
+            decoded = cls.decode(b"".join(bytes(b) for b in answer.buffers), version=version)
+            answer = cls(**{name: getattr(decoded, name) for name in cls.fields})
+        topic_lists = [g.topics for g in answer.groups] if version >= 8 else [answer.topics]
+        for topics in topic_lists:
+            for t in topics:
+                topic_id = getattr(t, "topic_id", None)
+                if t.name == topic or (topic_id is not None and namer is not None and namer(topic_id) == topic):
+                    for p in t.partitions:
+                        if partition is None or p.partition_index == partition:
+                            p.error_code = int(code)
+        return answer
     if api_key == 3:
         cls = response_class(3)
         if isinstance(answer, RawResponse):  # the all-topics answer is cached encoded: decoded to change it

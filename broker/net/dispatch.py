@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.cluster.quotas import user_of
-from broker.control.error_answers import SCOPED, error_answer, scoped_error_answer
+from broker.control.error_answers import CARRIED_OUT_SCOPED, SCOPED, error_answer, scoped_error_answer
 from broker.control.faults import Fault
 from broker.control.request_keys import request_keys
 from broker.control.request_log import LoggedRequest, RequestLog
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 API_VERSIONS_KEY = 18
-METADATA = 3
 _SIZE = struct.Struct(">i")
 
 
@@ -207,7 +206,7 @@ class Dispatcher:
                 entry.fault = fault.action if fault.action != "error" else f"error {fault.error.name}"
             if fault.action == "error" and rule.topic is not None and ctx.api_key in SCOPED:
                 scope = (rule.topic, rule.partition)
-            if not fault.apply and not (scope is not None and ctx.api_key == METADATA):
+            if not fault.apply and not (scope is not None and ctx.api_key in CARRIED_OUT_SCOPED):
                 # an error answer or a close instead of carrying the request out
                 if fault.action == "close":
                     self._closed(entry, "fault rule: connection closed instead of answering")
@@ -242,7 +241,8 @@ class Dispatcher:
             if fault.action == "close":
                 self._closed(entry, "fault rule: connection closed after carrying the request out")
             if fault.action == "error" and scope is not None:
-                response = scoped_error_answer(ctx.api_key, ctx.api_version, request, response, fault.error, *scope)
+                response = scoped_error_answer(ctx.api_key, ctx.api_version, request, response, fault.error, *scope,
+                                               namer=self.broker.metadata.name_of)
             elif fault.action == "error":
                 response = error_answer(ctx.api_key, ctx.api_version, request, fault.error,
                                         self.broker.metadata.name_of)

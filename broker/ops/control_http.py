@@ -9,7 +9,7 @@ Topology
     GET    /topics/<topic>                           every partition's registration
     GET    /coordinators/(group|transaction)/<key>   the key's coordinator partition and its leader
     POST   /coordinators/(group|transaction)/<key>   {"broker": id}: move the key's coordinator
-    POST   /topics/<topic>/partitions/<p>/leader     {"broker": id}: an election only it may win
+    POST   /topics/<topic>/partitions/<p>/leader     {"broker": id}: an election only it may win (-1: no leader)
     POST   /brokers/<id>/down                        listeners closed, data kept ({"clean": false}: as kill -9)
     POST   /brokers/<id>/up                          recovered from its log dir, rejoins
     POST   /brokers/<id>/rtt                         {"ms": 100}: every answer of the broker held that long

@@ -646,6 +646,10 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"Cannot truncate partition {self.topic}-{self.partition} to a negative offset")
         if offset >= self._leo:
+            # Nothing to cut, but an epoch this replica started as leader without appending to it
+            # (its start offset is the log end) must go, or the leader's and ours never agree and
+            # the follower asks again and again (Kafka's truncateTo truncates the cache here too).
+            self.epoch_cache.truncate_from_end(self._leo)
             return False
         now = now_ms if now_ms is not None else self.clock.now_ms()
         if offset < self._log_start_offset:

@@ -299,6 +299,19 @@ def test_truncate_to_across_segments(tmp_path):
     plog.close()
 
 
+def test_truncating_to_the_log_end_drops_an_epoch_started_there(tmp_path):
+    """A replica that led epoch 1 without appending to it, then follows a leader of epoch 2: its
+    truncation to the log end removes the empty epoch, as Kafka's truncateTo does, so the next
+    fetch names the epoch the leader knows (otherwise the follower asks again forever)."""
+    plog = open_log(tmp_path)
+    append_batch(plog, 1, timestamp=T0)
+    plog.assign_leader_epoch(1)  # led epoch 1 from offset 1, wrote nothing
+    assert plog.epoch_cache.latest_epoch == 1
+    assert plog.truncate_to(plog.log_end_offset) is False
+    assert plog.epoch_cache.latest_epoch == 0 and plog.log_end_offset == 1
+    plog.close()
+
+
 def test_aborted_txn_index_and_committed_read(tmp_path):
     plog = open_log(tmp_path, LogConfig(segment_bytes=400))
     for _ in range(12):
