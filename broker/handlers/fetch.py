@@ -151,7 +151,7 @@ def _encode(version: int, topics: list[FetchTopicResponse], error: ErrorCode, se
         # consumer_byte_rate counts the answer's bytes; over it, the answer says how long to back off
         quotas = ctx.broker.quotas
         throttle = quotas.record("consumer_byte_rate", ctx.client_id, encoded.size,
-                                 user=user_of(ctx.broker, ctx.connection_id))
+                                 user=user_of(ctx.principal))
         if throttle:
             quotas.mute(ctx.connection_id, throttle)
             encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id,

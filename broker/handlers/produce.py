@@ -142,7 +142,7 @@ def _respond(ctx: RequestContext, req: ProduceRequestView,
         # producer_byte_rate counts the request's record bytes; over it, the answer says how long to back off
         throttle = broker.quotas.record("producer_byte_rate", ctx.client_id,
                                         sum(len(p.records or b"") for t in req.topics for p in t.partitions),
-                                        user=user_of(broker, ctx.connection_id))
+                                        user=user_of(ctx.principal))
         broker.quotas.mute(ctx.connection_id, throttle)
     if acks == 0:
         return NO_RESPONSE

@@ -20,6 +20,7 @@ class RequestContext:
     local_host: str
     connection_id: str
     listener: str
+    principal: str = "User:ANONYMOUS"  # Kafka's KafkaPrincipal: the SASL user, the TLS subject, or ANONYMOUS
 
 
 @dataclass(slots=True)
