@@ -43,7 +43,7 @@ def _name(cn: str, org: str = "pykafka") -> x509.Name:
 
 def make_pki(directory: Path, clients: tuple[str, ...] = ("client",)) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (x509.CertificateBuilder().subject_name(_name("pykafka test CA")).issuer_name(_name("pykafka test CA"))
                .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
