@@ -41,6 +41,7 @@ from broker.replica.replica_manager import ReplicaManager
 from broker.replica.replication import Replication
 from broker.replica.txn_markers import InProcessMarkerChannel
 from broker.replica.txn_verification import BrokerTransactionVerifier
+from broker.security.authorizer import Authorizer
 from broker.security.principal import ANONYMOUS, Rule, map_subject, parse_rules
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager, expire_idle_producers
@@ -103,6 +104,7 @@ class Broker:
                 metadata, brokers, ConfiguredTopicSettings(metadata, config)))
         self.cluster_state: SharedCluster = cluster  # this broker's, or the process's brokers' together
         self.metadata = cluster.metadata
+        self.authorizer = Authorizer.from_config(config, self.metadata)  # authorizer.class.name
         self.brokers = cluster.brokers
         self.replication_control = cluster.replication_control
         self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None

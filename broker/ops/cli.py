@@ -23,6 +23,7 @@ from broker.control.controls import Controls
 from broker.control.setup import build_controls, process_clock
 from broker.net.tls import check_listeners
 from broker.ops import logs
+from broker.security.authorizer import authorizer_settings
 from broker.single_node import SingleNode
 from storage.clock import SYSTEM_CLOCK, Clock
 
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("cluster.brokers (--brokers) must be at least 1")
         config.validate_listeners()
         check_listeners(config)  # TLS keystores and truststores are read now: a bad one stops the start
+        authorizer_settings(config)
         clock, controls = process_clock(config), build_controls(config)
     except (OSError, ValueError) as e:
         print(f"pykafka-broker: configuration error: {e}", file=sys.stderr)
