@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypeVar
 
 
 class ResourceType(IntEnum):
@@ -78,7 +79,10 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
 OPERATIONS_OMITTED = -2147483648  # Integer.MIN_VALUE: authorized operations not asked for
 
 
-def known(enum: type[IntEnum], code: int) -> IntEnum:
+E = TypeVar("E", bound=IntEnum)
+
+
+def known(enum: type[E], code: int) -> E:
     """``fromCode``: a code the enum lacks is UNKNOWN."""
     try:
         return enum(code)
