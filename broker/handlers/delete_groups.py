@@ -30,10 +30,7 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
     deletable = filter_allowed(ctx, Operation.DELETE, ResourceType.GROUP, req.groups_names)
     names = [g for g in req.groups_names if g in deletable]
     denied = [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in dict.fromkeys(req.groups_names) if g not in deletable]
-    results: list[tuple[str, ErrorCode]]
-    if not names:
-        results = []
-    elif not gc.active:
+    if not gc.active:
         results = [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in names]
     else:
         refused = {g: e for g in names if (e := gc.check(g)) != ErrorCode.NONE}  # another broker's groups

@@ -115,8 +115,9 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
             topics = []
         requested = requested_of(topics)
         # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group (OffsetFetchResponse.groupError)
+        result: list[tuple[str, Fetched]] = []
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, req.group_id or ""):
-            code, result = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
         else:
             code, result = fetch_group(ctx, req.group_id, requested, require_stable)
         if code != ErrorCode.NONE:  # group-level: top-level from v2; v1 has only partition errors
