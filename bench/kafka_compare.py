@@ -257,11 +257,15 @@ def producer_perf(ref, bootstrap, topic, records, size, props: dict, extra: list
             "p50_ms": float(p50), "p99_ms": float(p99), "elapsed_s": int(n) / float(rps) if float(rps) else None}
 
 
+def consumer_perf_args(bootstrap: str, topic: str, records: int) -> list:
+    """ConsumerPerformance's arguments, its --command-property last (more properties may follow)."""
+    return ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records, "--timeout", 30000,
+            "--group", f"perf-{uuid.uuid4().hex[:8]}", "--print-metrics", "--command-property",
+            "isolation.level=read_committed", "auto.offset.reset=earliest"]
+
+
 def consumer_perf(ref, bootstrap, topic, records, timeout: float) -> dict:
-    out = tool(ref, "ConsumerPerformance", [
-        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records, "--timeout", 30000,
-        "--group", f"perf-{uuid.uuid4().hex[:8]}", "--print-metrics", "--command-property",
-        "isolation.level=read_committed", "auto.offset.reset=earliest"], timeout)
+    out = tool(ref, "ConsumerPerformance", consumer_perf_args(bootstrap, topic, records), timeout)
     lines = [ln for ln in out.splitlines() if ln.strip()]
     at = next(i for i, ln in enumerate(lines) if ln.startswith("start.time"))
     header, row = lines[at], lines[at + 1]

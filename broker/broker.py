@@ -33,6 +33,7 @@ from broker.handlers.registry import load_all
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.sasl import SaslSession, ScramCredential, plain_users
 from broker.net.server import Connection, start_listeners
+from broker.net.tls import peer_subject, setting
 from broker.ops.metrics import BrokerMetrics
 from broker.ops.metrics_http import start_metrics
 from broker.replica.fetch_sessions import FetchSessionCache
@@ -40,6 +41,8 @@ from broker.replica.replica_manager import ReplicaManager
 from broker.replica.replication import Replication
 from broker.replica.txn_markers import InProcessMarkerChannel
 from broker.replica.txn_verification import BrokerTransactionVerifier
+from broker.security.authorizer import Authorizer
+from broker.security.principal import ANONYMOUS, Rule, map_subject, parse_rules
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager, expire_idle_producers
 from coordinator.txn.coordinator import TransactionCoordinator
@@ -101,10 +104,12 @@ class Broker:
                 metadata, brokers, ConfiguredTopicSettings(metadata, config)))
         self.cluster_state: SharedCluster = cluster  # this broker's, or the process's brokers' together
         self.metadata = cluster.metadata
+        self.authorizer = Authorizer.from_config(config, self.metadata)  # authorizer.class.name
         self.brokers = cluster.brokers
         self.replication_control = cluster.replication_control
         self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None
         self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
+        self._principal_rules: dict[str, list[Rule]] = {}  # listener -> ssl.principal.mapping.rules
         self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
                                    float(config.get("quota.window.size.seconds")), self.wire_clock)
         self.controller = Controller(self)
@@ -353,8 +358,8 @@ class Broker:
         log.info("broker stopped")
 
     def new_sasl_session(self, listener: str) -> SaslSession | None:
-        """The SASL exchange of a new connection on a SASL_PLAINTEXT listener (None elsewhere)."""
-        if self.config.listener_security_protocols().get(listener) != "SASL_PLAINTEXT":
+        """The SASL exchange of a new connection on a SASL_PLAINTEXT or SASL_SSL listener (None elsewhere)."""
+        if self.config.listener_security_protocols().get(listener) not in ("SASL_PLAINTEXT", "SASL_SSL"):
             return None
         users = plain_users(self.config.get(f"listener.name.{listener.lower()}.plain.sasl.jaas.config"))
 
@@ -362,6 +367,18 @@ class Broker:
             return self.metadata.scram.get(user, {}).get(mechanism)
 
         return SaslSession(listener_mechanisms(self.config, listener), users, credential)
+
+    def tls_principal(self, listener: str, ssl_object: object) -> str:
+        """The principal of a TLS client: its certificate's subject through the listener's
+        ssl.principal.mapping.rules; ANONYMOUS without a certificate. Raises NoMatchingRule."""
+        subject = peer_subject(ssl_object)
+        if subject is None:
+            return ANONYMOUS
+        rules = self._principal_rules.get(listener)
+        if rules is None:
+            rules = self._principal_rules[listener] = parse_rules(setting(self.config, listener,
+                                                                          "ssl.principal.mapping.rules"))
+        return "User:" + map_subject(rules, subject)
 
     @property
     def rack(self) -> str | None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from broker.replica.fetch_sessions import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
     from broker.replica.replication import Replication
+    from broker.security.authorizer import Authorizer
     from coordinator.group.coordinator import GroupCoordinator
     from coordinator.producer_ids import ProducerIdManager
     from coordinator.txn.coordinator import TransactionCoordinator
@@ -62,6 +63,8 @@ class Services(Protocol):
     sasl_sessions: dict[str, SaslSession]
     # fault rules, the request log, the emulated Kafka release (the control endpoint's)
     controls: Controls
+    # StandardAuthorizer semantics over the ACLs in the cluster metadata; None: no authorizer configured
+    authorizer: Authorizer | None
 
     def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
         """The (host, port) clients should use on ``listener``."""

@@ -29,4 +29,14 @@ if [ -n "${KAFKA_LISTENERS:-}" ] && [ -z "${KAFKA_ADVERTISED_LISTENERS:-}" ]; th
   export KAFKA_ADVERTISED_LISTENERS="$KAFKA_LISTENERS"
 fi
 
+# KAFKA_WAIT_FOR_FILE: wait (up to a minute) for a file another container writes, such as the
+# keystore of docker/compose.secure.yml's one-shot certs service; it is not a broker property.
+if [ -n "${KAFKA_WAIT_FOR_FILE:-}" ]; then
+  waited=0
+  while [ ! -e "$KAFKA_WAIT_FOR_FILE" ] && [ "$waited" -lt 120 ]; do
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  unset KAFKA_WAIT_FOR_FILE
+fi
 exec python -m broker --config "${BROKER_CONFIG_FILE:-/etc/kafka/server.properties}" "$@"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build and run the container image for real, then the compose stacks (one broker, and three in
-# docker/compose.cluster.yml), each with docker/smoke.py
+# Build and run the container image for real, then the compose stacks (one broker, three in
+# docker/compose.cluster.yml, and TLS + SCRAM + ACLs in docker/compose.secure.yml), each with a
+# smoke test (docker/smoke.py, docker/smoke_secure.py)
 # against 127.0.0.1:9092 (produce, consume, a committed and an aborted transaction; for compose
 # also the topics made by init-topics and the /metrics endpoint on 9404).
 # Uses ../shared/tools/oci-check (podman; needs root; installs podman, runc and debootstrap and
@@ -33,4 +34,10 @@ step "oci-check compose" compose --port 9092 -- "$py" docker/smoke.py --require-
 export COMPOSE_FILE=docker/compose.cluster.yml
 step "oci-check compose (3 brokers)" compose --port 9092 -- "$py" docker/smoke.py --require-transactions \
   --brokers 3 --control http://127.0.0.1:9099
+unset COMPOSE_FILE
+# TLS listeners, SCRAM and ACLs (docker/compose.secure.yml): certificates made at start, alice's
+# access allowed and refused as the ACLs say
+mkdir -p docker/certs
+export COMPOSE_FILE=docker/compose.secure.yml
+step "oci-check compose (TLS, SCRAM, ACLs)" compose --port 9094 -- "$py" docker/smoke_secure.py --certs docker/certs
 unset COMPOSE_FILE

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.cluster.partition_change import PartitionRegistration
 from broker.cluster.scram_credentials import Credentials, ScramCredential
+from broker.security.acls import Acl
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ class MetadataStore:
         # broker.config.features.ensure_formatted records the initial ones.
         self.features: dict[str, int] = {}
         self.features_epoch = 0
+        # ACLs (Kafka's AccessControlEntryRecords), by their ids; the generation grows on each change
+        self.acls: dict[str, Acl] = {}
+        self.acls_generation = 0
         self._batch: list[dict[str, Any]] | None = None  # changes of the batch() in progress
         self._journal_lines = 0
         # Bumped by every change to the topics: answers built from them (an all-topics Metadata
@@ -139,6 +143,8 @@ class MetadataStore:
         self.features_epoch = int(features.get("epoch", 0))
         self.scram = {user: _credentials_from_json(by_mechanism)
                       for user, by_mechanism in data.get("scram", {}).items()}
+        self.acls = {acl_id: Acl.from_json(value) for acl_id, value in data.get("acls", {}).items()}
+        self.acls_generation += 1
 
     def _apply(self, record: dict[str, Any]) -> None:
         """One journal record (what ``_record`` wrote)."""
@@ -170,6 +176,12 @@ class MetadataStore:
         elif kind == "features":
             self.features = {str(n): int(v) for n, v in value["levels"].items()}
             self.features_epoch = int(value["epoch"])
+        elif kind == "acl":
+            if value is not None:
+                self.acls[key] = Acl.from_json(value)
+            else:
+                self.acls.pop(key, None)
+            self.acls_generation += 1
 
     def _snapshot(self) -> dict[str, Any]:
         return {
@@ -180,6 +192,7 @@ class MetadataStore:
             "client_quotas": _quotas_to_json(self.client_quotas),
             "scram": {user: _credentials_to_json(by_mechanism) for user, by_mechanism in self.scram.items()},
             "features": {"levels": self.features, "epoch": self.features_epoch},
+            "acls": {acl_id: acl.to_json() for acl_id, acl in self.acls.items()},
         }
 
     def write_snapshot(self) -> None:
@@ -403,6 +416,17 @@ class MetadataStore:
                 if old.get(user) != credentials.get(user):
                     value = credentials.get(user)
                     self._record("scram", user, _credentials_to_json(value) if value else None)
+
+    def change_acls(self, added: dict[str, Acl], removed: Iterable[str]) -> None:
+        """Add and remove ACLs as one durable change (CreateAcls, DeleteAcls)."""
+        with self.batch():
+            for acl_id in removed:
+                if self.acls.pop(acl_id, None) is not None:
+                    self._record("acl", acl_id, None)
+            for acl_id, acl in added.items():
+                self.acls[acl_id] = acl
+                self._record("acl", acl_id, acl.to_json())
+        self.acls_generation += 1
 
     def set_features(self, levels: dict[str, int], epoch: int) -> None:
         self.features = {name: level for name, level in levels.items() if level > 0}

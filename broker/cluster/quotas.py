@@ -25,7 +25,6 @@ from storage.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from broker.cluster.metadata import MetadataStore
-    from broker.services import Services
 
 Entity = tuple[tuple[str, str | None], ...]  # ((type, name or None = default), ...) sorted by type
 
@@ -126,8 +125,6 @@ class ClientQuotas:
         self.muted_until.pop(connection_id, None)
 
 
-def user_of(broker: Services, connection_id: str) -> str:
-    """The principal name quotas use: the SASL user, else ANONYMOUS."""
-    session = broker.sasl_sessions.get(connection_id)
-    principal = session.principal if session is not None else None
-    return principal.partition(":")[2] if principal else ANONYMOUS
+def user_of(principal: str) -> str:
+    """The principal's name, as quotas see users: the SASL user, the TLS subject, or ANONYMOUS."""
+    return principal.partition(":")[2] or ANONYMOUS

@@ -438,8 +438,8 @@ class BrokerConfig:
 
     def validate_listeners(self) -> None:
         """Kafka's start-up checks on listeners (KafkaConfig.validateValues), and ours: every
-        listener needs a security protocol in the map, only PLAINTEXT and SASL_PLAINTEXT are served
-        here, and a SASL listener's mechanisms must be ones we support;
+        listener needs a security protocol in the map (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), and
+        a SASL listener's mechanisms must be ones we support (TLS settings: broker.net.tls);
         advertised listener names must be listener names. Raises ValueError."""
         protocols = self.listener_security_protocols()
         names = set()
@@ -451,10 +451,10 @@ class BrokerConfig:
             if protocol is None:
                 raise ValueError(f"No security protocol defined for listener {name} "
                                  f"(add {name}:PLAINTEXT to listener.security.protocol.map)")
-            if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT") and name != "CONTROLLER":
+            if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL") and name != "CONTROLLER":
                 raise ValueError(f"Listener {name} uses security protocol {protocol}; this broker serves "
-                                 f"PLAINTEXT and SASL_PLAINTEXT only")
-            if protocol == "SASL_PLAINTEXT":
+                                 f"PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL")
+            if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
                 check_listener(self, name)
         extra = {n for n, _h, _p in self.advertised_listeners()} - names
         if extra:

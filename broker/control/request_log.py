@@ -31,6 +31,7 @@ class LoggedRequest:
     connection: str
     client_id: str | None
     client_host: str
+    principal: str
     api_key: int
     api_version: int
     correlation_id: int
@@ -44,7 +45,8 @@ class LoggedRequest:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "seq": self.seq, "at_ms": self.at_ms, "broker": self.broker, "connection": self.connection,
-            "client_id": self.client_id, "client_host": self.client_host, "api": api_name(self.api_key),
+            "client_id": self.client_id, "client_host": self.client_host, "principal": self.principal,
+            "api": api_name(self.api_key),
             "api_key": self.api_key, "api_version": self.api_version, "correlation_id": self.correlation_id,
             "answered": self.answered,
         }
@@ -73,8 +75,9 @@ class RequestLog:
         self._seq = itertools.count(1)
 
     def record(self, at_ms: int, broker: int, connection: str, client_id: str | None, client_host: str,
-               api_key: int, api_version: int, correlation_id: int, keys: RequestKeys | None) -> LoggedRequest:
-        entry = LoggedRequest(next(self._seq), at_ms, broker, connection, client_id, client_host, api_key,
+               principal: str, api_key: int, api_version: int, correlation_id: int,
+               keys: RequestKeys | None) -> LoggedRequest:
+        entry = LoggedRequest(next(self._seq), at_ms, broker, connection, client_id, client_host, principal, api_key,
                               api_version, correlation_id, keys, time.perf_counter())
         self.entries.append(entry)
         return entry

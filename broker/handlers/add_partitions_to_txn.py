@@ -11,14 +11,20 @@ TRANSACTION_ABORTABLE), and a top-level error code (NONE).
 As KafkaApis does: a partition of an unknown topic fails the whole transaction's request with
 UNKNOWN_TOPIC_OR_PARTITION on that partition and OPERATION_NOT_ATTEMPTED on the others; v0-1
 answer PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
+
+Authorization: v0-3 WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every
+partition), then WRITE on each topic (internal topics never: TOPIC_AUTHORIZATION_FAILED, the other
+partitions OPERATION_NOT_ATTEMPTED); v4+ (between brokers) CLUSTER_ACTION on the cluster.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from broker.cluster.metadata import INTERNAL_TOPICS
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed, cluster_allowed, filter_allowed
 from coordinator.runtime import TopicPartition
 from coordinator.txn.state import TV_0, TV_2
 from protocol.error_versions import for_version
@@ -44,7 +50,18 @@ async def _one(ctx: RequestContext, transactional_id: str | None, producer_id: i
     version = ctx.api_version
     requested = [(t.name, p) for t in topics for p in t.partitions]
     unknown: dict[TopicPartition, ErrorCode] = {}
+    if version < 4:
+        # KafkaApis.handleAddPartitionsToTxnRequest (clients): WRITE on the transactional id, then on
+        # each topic; an internal topic is never added (TOPIC_AUTHORIZATION_FAILED, authorizer or not)
+        if transactional_id is None or not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                    transactional_id):
+            return dict.fromkeys(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        writable = filter_allowed(ctx, Operation.WRITE, ResourceType.TOPIC,
+                                  (topic for topic, _ in requested if topic not in INTERNAL_TOPICS))
+        unknown = {(topic, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED for topic, p in requested if topic not in writable}
     for topic, p in requested:
+        if (topic, p) in unknown:
+            continue
         info = broker.metadata.get(topic)
         if info is None or not 0 <= p < info.partitions:
             unknown[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -63,6 +80,9 @@ async def _one(ctx: RequestContext, transactional_id: str | None, producer_id: i
 
 @api(24, (0, 5))
 async def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+    if ctx.api_version >= 4 and not cluster_allowed(ctx, Operation.CLUSTER_ACTION):  # broker to broker
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        results_by_transaction=[])
     if ctx.api_version < 4:
         errors = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                             req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)

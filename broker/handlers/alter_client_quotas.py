@@ -5,6 +5,9 @@ Each entry names an entity (user and/or client-id, or an ip; a null name is the 
 and operations (a key and a value, or a removal). An entry is applied whole or not at all and
 answers its own error; ``validate_only`` checks without applying. Accepted quotas are persisted
 with the cluster metadata and enforced for Produce and Fetch (broker/cluster/quotas.py).
+Authorization (ControllerApis.handleAlterClientQuotas): ALTER_CONFIGS on the cluster, else every
+entry is CLUSTER_AUTHORIZATION_FAILED with the error's default message (AlterClientQuotasRequest.
+getErrorResponse) and nothing changes.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from broker.cluster.quotas import CLIENT_ID, CLIENT_KEYS, IP, IP_KEYS, USER, Entity, entity_key
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, cluster_allowed
+from protocol.error_messages import default_message
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiMessage, lazy_response
 
@@ -79,6 +84,13 @@ def _entity_str(entity: Entity) -> str:
 
 @api(49, (0, 1))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+    # ControllerApis.handleAlterClientQuotas: ALTER_CONFIGS on the cluster, else every entry refused
+    if not cluster_allowed(ctx, Operation.ALTER_CONFIGS):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return Response(throttle_time_ms=0, entries=[
+            Entry(error_code=code, error_message=default_message(code), entity=[
+                EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+            for entry in req.entries])
     store = ctx.broker.metadata
     quotas = {e: dict(v) for e, v in store.client_quotas.items()}
     results: list[ApiMessage] = []

@@ -4,17 +4,29 @@ Per group: its state (Empty, Assigning, Reconciling, Stable), group and assignme
 assignor in use, and each member's subscription, current and target assignment (topics by id
 and name). An unknown group is GROUP_ID_NOT_FOUND "Group <id> not found.", a classic group
 "Group <id> is not a consumer group.", an empty id INVALID_GROUP_ID; v1 adds MemberType (1, a
-consumer-protocol member). Authorized operations, when asked for, are every group operation
-(no authorizer), as DescribeGroups answers them. With ``group.version`` 0 (UpdateFeatures) every
-group is UNSUPPORTED_VERSION, as Kafka's KafkaApis answers while the consumer protocol is off.
+consumer-protocol member). Authorized operations, when asked for, are the group operations the
+principal may do (all of them with no authorizer), as DescribeGroups answers them. With
+``group.version`` 0 (UpdateFeatures) every group is UNSUPPORTED_VERSION, as Kafka's KafkaApis
+answers while the consumer protocol is off.
+Authorization (KafkaApis.handleConsumerGroupDescribe): DESCRIBE on each group (the refused ones
+first, GROUP_AUTHORIZATION_FAILED); then, with an authorizer, DESCRIBE on every topic of the
+members' assignments and target assignments: a group naming one the client may not describe is
+replaced by a TOPIC_AUTHORIZATION_FAILED entry without members.
 """
 
 from __future__ import annotations
 
 from broker.config.features import GROUP_VERSION, level
-from broker.handlers.describe_groups import GROUP_OPERATIONS
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import (
+    OPERATIONS_OMITTED,
+    Operation,
+    ResourceType,
+    allowed,
+    authorized_operations,
+    filter_allowed,
+)
 from coordinator.group.consumer_group import Assignment as PartitionsByTopic
 from coordinator.group.consumer_group import ConsumerGroupMember
 from protocol.errors import ErrorCode
@@ -24,7 +36,8 @@ Response = lazy_response(69)
 Described = Response.DescribedGroup
 Member = Described.Member
 Assignment = Member.Assignment
-NO_OPERATIONS = -(2**31)
+NO_OPERATIONS = OPERATIONS_OMITTED
+UNDESCRIBABLE_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 CONSUMER_MEMBER = 1
 
 
@@ -46,10 +59,18 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     if level(ctx.broker, GROUP_VERSION) < 1:
         return Response(throttle_time_ms=0, groups=[_error(g, ErrorCode.UNSUPPORTED_VERSION, None)
                                                     for g in req.group_ids])
+    # KafkaApis.handleConsumerGroupDescribe: DESCRIBE on each group, the refused ones first
+    out: list[ApiMessage] = []
+    group_ids: list[str] = []
+    for gid in req.group_ids:
+        if allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, gid):
+            group_ids.append(gid)
+        else:
+            out.append(_error(gid, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
     gc = ctx.broker.group_coordinator
     if not gc.active:
-        return Response(throttle_time_ms=0, groups=[
-            _error(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, None) for g in req.group_ids])
+        return Response(throttle_time_ms=0, groups=out + [
+            _error(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, None) for g in group_ids])
     manager = gc.manager
     consumer = manager.consumer
 
@@ -59,8 +80,7 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
             for t, ps in sorted(parts.items(), key=lambda i: str(i[0]))
         ])
 
-    out: list[ApiMessage] = []
-    for gid in req.group_ids:
+    for gid in group_ids:
         if not gid:
             out.append(_error(gid, ErrorCode.INVALID_GROUP_ID, None))
             continue
@@ -85,7 +105,26 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
                        member_type=CONSUMER_MEMBER)
                 for m in group.members.values()
             ],
-            authorized_operations=sum(1 << op for op in GROUP_OPERATIONS) if req.include_authorized_operations
-            else NO_OPERATIONS,
+            authorized_operations=authorized_operations(ctx, ResourceType.GROUP, gid)
+            if req.include_authorized_operations else NO_OPERATIONS,
         ))
+    if ctx.broker.authorizer is not None:  # then DESCRIBE on the topics the described members are assigned
+        out = _without_undescribable_topics(ctx, out)
     return Response(throttle_time_ms=0, groups=out)
+
+
+def _without_undescribable_topics(ctx: RequestContext, groups: list[ApiMessage]) -> list[ApiMessage]:
+    """Each group whose members' assignment or target assignment names a topic the client may not
+    DESCRIBE becomes TOPIC_AUTHORIZATION_FAILED, without members (its authorized operations omitted).
+    Topics without a name (deleted ones) are not described, as Kafka leaves them out."""
+
+    def names(group: ApiMessage) -> set[str]:
+        return {t.topic_name for m in group.members for a in (m.assignment, m.target_assignment)
+                for t in a.topic_partitions if t.topic_name}
+
+    describable = filter_allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC,
+                                 {name for g in groups for name in names(g)})
+    return [Described(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=UNDESCRIBABLE_TOPICS,
+                      group_id=g.group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                      members=[], authorized_operations=NO_OPERATIONS)
+            if not names(g) <= describable else g for g in groups]

@@ -6,6 +6,10 @@ changed or the request was a full one, the partitions the member may own now. v1
 client to choose its member id (KIP-1082) and adds regular expression subscriptions. Errors
 carry Kafka's messages; see coordinator/group/consumer_manager.py. With ``group.version`` 0
 (UpdateFeatures) the consumer protocol is off: UNSUPPORTED_VERSION, as Kafka's KafkaApis answers.
+Authorization (KafkaApis.handleConsumerGroupHeartbeat): READ on the group (a top-level
+GROUP_AUTHORIZATION_FAILED otherwise), then DESCRIBE on every subscribed topic name, existing or not
+(any refused: a top-level TOPIC_AUTHORIZATION_FAILED); a regular expression resolves only to the
+topics the member may DESCRIBE, the others left out silently (Kafka's TopicRegexResolver).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from broker.handlers.group_writes import replicated, waits
 from broker.handlers.join_group import client_address
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed, filter_allowed
 from coordinator.group.consumer_manager import HeartbeatRequest
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
@@ -30,6 +35,13 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
     if level(ctx.broker, GROUP_VERSION) < 1:
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, member_id=None,
                         member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+    # KafkaApis.handleConsumerGroupHeartbeat: READ on the group, then DESCRIBE on every subscribed name
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
+        return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if req.subscribed_topic_names:
+        names = set(req.subscribed_topic_names)
+        if len(filter_allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, names)) < len(names):
+            return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     gc = ctx.broker.group_coordinator
     if (error := gc.check(req.group_id)) != ErrorCode.NONE:
         return Response(throttle_time_ms=0, error_code=error, member_id=None,
@@ -50,6 +62,8 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
         client_id=ctx.client_id or "",
         client_host=client_address(ctx.client_host),
         api_version=ctx.api_version,
+        topic_describable=None if ctx.broker.authorizer is None else
+        lambda topic: allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic),
     ))
     assignment = None
     if result.assignment is not None:
@@ -63,6 +77,12 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
     if result.error == ErrorCode.NONE and waits(ctx):
         return _after_replication(ctx, req.group_id, response)
     return response
+
+
+def _refused(code: ErrorCode) -> ApiMessage:
+    """ConsumerGroupHeartbeatRequest.getErrorResponse: the error alone, no message."""
+    return Response(throttle_time_ms=0, error_code=code, error_message=None, member_id=None, member_epoch=0,
+                    heartbeat_interval_ms=0, assignment=None)
 
 
 async def _after_replication(ctx: RequestContext, group_id: str, response: ApiMessage) -> ApiMessage:

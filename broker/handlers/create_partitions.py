@@ -1,10 +1,15 @@
-"""CreatePartitions (key 37), v0-3: grow a topic's partition count (never shrink)."""
+"""CreatePartitions (key 37), v0-3: grow a topic's partition count (never shrink).
+
+Authorization (ControllerApis.createPartitions): ALTER on each topic, before its existence is
+looked at; the refused ones come first, TOPIC_AUTHORIZATION_FAILED without a message.
+"""
 
 from __future__ import annotations
 
 from broker.cluster.controller import MAX_RECORDS_PER_BATCH, deadline_passed
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, filter_allowed
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiMessage, lazy_response
 
@@ -17,12 +22,16 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     if deadline_passed(req.timeout_ms):
         return Response(throttle_time_ms=0, results=[
             Result(name=t.name, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None) for t in req.topics])
-    added = sum(max(t.count - _current(ctx, t.name), 0) for t in req.topics if ctx.broker.metadata.get(t.name))
+    # ControllerApis.createPartitions: ALTER on each topic, the refused ones answered first
+    alterable = filter_allowed(ctx, Operation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
+    topics = [t for t in req.topics if t.name in alterable]
+    added = sum(max(t.count - _current(ctx, t.name), 0) for t in topics if ctx.broker.metadata.get(t.name))
     if added > MAX_RECORDS_PER_BATCH:  # Kafka's controller batch overflows: an unexpected error for all
         return Response(throttle_time_ms=0, results=[
             Result(name=t.name, error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=None) for t in req.topics])
-    results: list[ApiMessage] = []
-    for t in req.topics:
+    results: list[ApiMessage] = [Result(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None)
+                                 for name in dict.fromkeys(t.name for t in req.topics) if name not in alterable]
+    for t in topics:
         try:
             if t.assignments is not None and len(t.assignments) != t.count - _current(ctx, t.name):
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,

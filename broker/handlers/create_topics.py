@@ -8,6 +8,12 @@ topic id. RF > 1 is accepted on this single node with a warning in the log (see 
 The request's topics go into the cluster metadata with one durable write (Kafka's controller
 writes one record batch); their logs are then made in slices that give the event loop back, so
 a request for thousands of topics does not stall the other clients.
+
+Authorization (ControllerApis.createTopics): CREATE on the cluster, else CREATE on each topic; the
+refused topics are not created and are answered after everything else, TOPIC_AUTHORIZATION_FAILED
+"Authorization failed.". A topic created (or validated) without DESCRIBE_CONFIGS on it answers
+topic_config_error_code TOPIC_AUTHORIZATION_FAILED, no configs, and -1 partitions and replication
+factor (ReplicationControlManager).
 """
 
 from __future__ import annotations
@@ -16,13 +22,15 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker.cluster.controller import MAX_RECORDS_PER_BATCH, deadline_passed
+from broker.cluster.controller import CLUSTER_METADATA_TOPIC, MAX_RECORDS_PER_BATCH, deadline_passed
 from broker.cluster.metadata import TopicInfo
 from broker.handlers.describe_configs import topic_config_entries
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, cluster_allowed, filter_allowed
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiMessage, lazy_response
 
@@ -63,28 +71,51 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
                                                     for t in req.topics])
     counts = Counter(t.name for t in req.topics)
     duplicated = [n for n, c in counts.items() if c > 1]
-    too_large = _too_large(broker, [t for t in req.topics if t.name not in duplicated])
+    # ControllerApis.createTopics: CREATE on the cluster, else on each topic (the refused ones are left
+    # out and answered last); DESCRIBE_CONFIGS on each topic for the configs in its answer
+    names = [n for n, c in counts.items() if c == 1 and n != CLUSTER_METADATA_TOPIC]
+    refused: list[str] = []
+    if not cluster_allowed(ctx, Operation.CREATE):
+        creatable = filter_allowed(ctx, Operation.CREATE, ResourceType.TOPIC, names)
+        refused = [n for n in names if n not in creatable]
+    answer = Answer(duplicated, refused, filter_allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names))
+    too_large = _too_large(broker, [t for t in req.topics if t.name not in answer.left_out])
     results: list[ApiMessage] = []
     created: list[TopicInfo] = []
     configs_of: ConfigLists = {}
     if len(req.topics) <= TOPICS_PER_SLICE:
         with broker.metadata.batch():
-            _create(broker, req, req.topics, duplicated, too_large, results, created, configs_of)
+            _create(broker, req, req.topics, answer, too_large, results, created, configs_of)
         if not created:
-            return _answer(results, duplicated)
-    return _create_in_slices(broker, req, duplicated, too_large, results, created, configs_of)
+            return answer.response(results)
+    return _create_in_slices(broker, req, answer, too_large, results, created, configs_of)
 
 
-def _answer(results: list[ApiMessage], duplicated: list[str]) -> ApiMessage:
-    # as Kafka's ControllerApis: repeated names are left out of the creation and answered after it, once
-    results += [_failed(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in duplicated]
-    return Response(throttle_time_ms=0, topics=results)
+@dataclass(slots=True)
+class Answer:
+    """What the answer needs besides the creations: the repeated names, those refused CREATE (both
+    left out of the creation), and those whose configs the client may see."""
+
+    duplicated: list[str]
+    refused: list[str]
+    describable: set[str]
+    left_out: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.left_out = set(self.duplicated) | set(self.refused)
+
+    def response(self, results: list[ApiMessage]) -> ApiMessage:
+        # as Kafka's ControllerApis: repeated names are left out of the creation and answered after it,
+        # once; then the names refused CREATE
+        results += [_failed(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in self.duplicated]
+        results += [_failed(n, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.") for n in self.refused]
+        return Response(throttle_time_ms=0, topics=results)
 
 
 TOPICS_PER_SLICE = 100  # topics made durable with one metadata write, between two returns to the loop
 
 
-async def _create_in_slices(broker: Services, req: ApiMessage, duplicated: list[str], too_large: str | None,
+async def _create_in_slices(broker: Services, req: ApiMessage, answer: Answer, too_large: str | None,
                             results: list[ApiMessage], created: list[TopicInfo], configs_of: ConfigLists
                             ) -> ApiMessage:
     """Topics a slice at a time, each slice durable before its logs are made; then the logs."""
@@ -92,14 +123,14 @@ async def _create_in_slices(broker: Services, req: ApiMessage, duplicated: list[
     topics = req.topics
     for i in range(0 if not done else len(topics), len(topics), TOPICS_PER_SLICE):
         with broker.metadata.batch():
-            _create(broker, req, topics[i:i + TOPICS_PER_SLICE], duplicated, too_large, results, created,
+            _create(broker, req, topics[i:i + TOPICS_PER_SLICE], answer, too_large, results, created,
                     configs_of)
         await asyncio.sleep(0)
     await broker.controller.create_logs_in_slices(created)
-    return _answer(results, duplicated)
+    return answer.response(results)
 
 
-def _create(broker: Services, req: ApiMessage, topics: Sequence[ApiMessage], duplicated: list[str],
+def _create(broker: Services, req: ApiMessage, topics: Sequence[ApiMessage], answer: Answer,
             too_large: str | None, results: list[ApiMessage], created: list[TopicInfo],
             configs_of: ConfigLists) -> None:
     def _configs(broker: Services, overrides: dict[str, str]) -> list[ApiMessage]:
@@ -110,7 +141,7 @@ def _create(broker: Services, req: ApiMessage, topics: Sequence[ApiMessage], dup
         return entries
 
     for t in topics:
-        if t.name in duplicated:
+        if t.name in answer.left_out:
             continue
         if too_large:
             results.append(_failed(t.name, ErrorCode.POLICY_VIOLATION, too_large))
@@ -128,18 +159,25 @@ def _create(broker: Services, req: ApiMessage, topics: Sequence[ApiMessage], dup
         if info is None:  # validate_only
             partitions = t.num_partitions if t.num_partitions > 0 else broker.config.get("num.partitions")
             rf = t.replication_factor if t.replication_factor > 0 else broker.config.get("default.replication.factor")
-            results.append(Result(name=t.name, error_code=0, error_message=None, topic_id=uuid.UUID(int=0),
+            results.append(_hidden(t.name, uuid.UUID(int=0)) if t.name not in answer.describable else
+                           Result(name=t.name, error_code=0, error_message=None, topic_id=uuid.UUID(int=0),
                                   num_partitions=partitions, replication_factor=rf,
                                   configs=_configs(broker, configs)))
             continue
         created.append(info)
-        results.append(Result(
+        results.append(_hidden(t.name, info.topic_id) if t.name not in answer.describable else Result(
             name=t.name, error_code=0, error_message=None, topic_id=info.topic_id,
             num_partitions=info.partitions,
             replication_factor=max(t.replication_factor, 1) if t.replication_factor != -1
             else broker.config.get("default.replication.factor"),
             configs=_configs(broker, info.configs),
         ))
+
+
+def _hidden(name: str, topic_id: uuid.UUID) -> ApiMessage:
+    """A topic made without DESCRIBE_CONFIGS on it: no configs, counts -1 (ReplicationControlManager)."""
+    return Result(name=name, error_code=0, error_message=None, topic_id=topic_id, num_partitions=-1,
+                  replication_factor=-1, configs=[], topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def _config_entries(broker: Services, overrides: dict[str, str]) -> list[ApiMessage]:

@@ -3,13 +3,16 @@
 Offset -1 means the high watermark. Kafka's rules: POLICY_VIOLATION unless the topic's
 cleanup.policy includes ``delete``, OFFSET_OUT_OF_RANGE beyond the high watermark; segments
 wholly below the new start are deleted. Consumers then see the new earliest offset.
+Authorization (KafkaApis.handleDeleteRecordsRequest): DELETE on each topic, else
+TOPIC_AUTHORIZATION_FAILED (low watermark -1) on its partitions, before their existence.
 """
 
 from __future__ import annotations
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
-from protocol.errors import error_code_of
+from broker.security.checks import Operation, ResourceType, filter_allowed
+from protocol.errors import ErrorCode, error_code_of
 from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(21)
@@ -20,10 +23,16 @@ PartResult = TopicResult.DeleteRecordsPartitionResult
 @api(21, (0, 2))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     rm = ctx.broker.replica_manager
+    # KafkaApis.handleDeleteRecordsRequest: DELETE on each topic
+    deletable = filter_allowed(ctx, Operation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
+            if t.name not in deletable:
+                parts.append(PartResult(partition_index=p.partition_index, low_watermark=-1,
+                                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 low = rm.partition_log(t.name, p.partition_index).delete_records_before(p.offset)
                 parts.append(PartResult(partition_index=p.partition_index, low_watermark=low, error_code=0))

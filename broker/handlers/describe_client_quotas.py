@@ -5,6 +5,8 @@ answers it.
 Each filter component names an entity type and how to match it: exactly a name (0), the default
 entity (1) or any entity of the type, the default included (2). Non-strict filters match entities that have at least those
 types; strict ones only entities with exactly those types.
+Authorization (KafkaApis.handleDescribeClientQuotasRequest): DESCRIBE_CONFIGS on the cluster, else a
+top-level CLUSTER_AUTHORIZATION_FAILED without a message and null entries.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from broker.cluster.quotas import CLIENT_ID, IP, USER
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, cluster_allowed
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
 
@@ -23,12 +26,15 @@ ValueData = Entry.ValueData
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 
 
-def _error(code: ErrorCode, message: str) -> ApiMessage:
+def _error(code: ErrorCode, message: str | None) -> ApiMessage:
     return Response(throttle_time_ms=0, error_code=code, error_message=message, entries=None)
 
 
 @api(48, (0, 1))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+    # KafkaApis.handleDescribeClientQuotasRequest: DESCRIBE_CONFIGS on the cluster
+    if not cluster_allowed(ctx, Operation.DESCRIBE_CONFIGS):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     wanted: dict[str, tuple[int, str | None]] = {}
     for c in req.components:
         if c.entity_type in wanted:

@@ -6,6 +6,11 @@ then the static property), else Kafka's default (DEFAULT_CONFIG); ``include_syno
 that chain. Broker values list the same layers, and the cluster-default resource ("") lists the
 dynamic defaults that are set. A group (type 32) lists every group config Kafka has: the group's
 override (GROUP_CONFIG), else the broker's group.* value it derives from (broker.config.group_configs).
+
+Authorization (ConfigHelper.handleDescribeConfigsRequest): DESCRIBE_CONFIGS on the cluster for broker,
+broker-logger and client-metrics resources, on the topic (before its existence) or on the group for
+the others; the refused resources come after the others' results, with CLUSTER_/TOPIC_/
+GROUP_AUTHORIZATION_FAILED, the error's default message and no configs.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from broker.config import dynamic_config, group_configs
 from broker.config.broker_config import BROKER_CONFIGS, BrokerConfig
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed, cluster_allowed
+from protocol.error_messages import default_message
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiMessage, lazy_response
 from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_config_value
@@ -191,12 +198,33 @@ def _broker_name_error(name: str, node_id: int) -> str | None:
     return None
 
 
+RESOURCE_CLIENT_METRICS = 16
+
+
+def _refusal(ctx: RequestContext, resource_type: int, name: str) -> ErrorCode | None:
+    """ConfigHelper: DESCRIBE_CONFIGS on the cluster, the topic or the group, else the error."""
+    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS):
+        return None if cluster_allowed(ctx, Operation.DESCRIBE_CONFIGS) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if resource_type == RESOURCE_TOPIC:
+        return None if allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name) \
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == RESOURCE_GROUP:
+        return None if allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.GROUP, name) \
+            else ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return None  # not a config resource: answered below
+
+
 @api(32, (1, 4))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     results = []
+    refused = []
     for r in req.resources:
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+        # ConfigHelper.handleDescribeConfigsRequest: DESCRIBE_CONFIGS first; the refused ones come last
+        if (denied := _refusal(ctx, r.resource_type, r.resource_name)) is not None:
+            refused.append(Result(error_code=denied, error_message=default_message(denied), configs=[], **base))
+            continue
         if r.resource_type == RESOURCE_TOPIC:
             try:
                 validate_topic_name(r.resource_name)  # Kafka: Topic.validate first, INVALID_TOPIC_EXCEPTION
@@ -231,4 +259,4 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
                               configs=_entries(values, r.configuration_keys, ctx.api_version,
                                                bool(getattr(req, "include_synonyms", False)),
                                                bool(getattr(req, "include_documentation", False))), **base))
-    return Response(throttle_time_ms=0, results=results)
+    return Response(throttle_time_ms=0, results=results + refused)

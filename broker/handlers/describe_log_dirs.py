@@ -3,6 +3,8 @@
 A null topic list means every partition. OffsetLag is Kafka's getLogEndOffsetLag: how far the
 replica's log end is below its high watermark (0 for a leader and a caught-up follower);
 IsFutureKey is false (no in-progress moves between dirs).
+Authorization (KafkaApis.handleDescribeLogDirsRequest): DESCRIBE on the cluster, else no results and
+a top-level CLUSTER_AUTHORIZATION_FAILED (a field of v3+ only: v1-2 see just the empty list).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import shutil
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, cluster_allowed
+from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(35)
@@ -22,6 +26,9 @@ PartResult = TopicResult.DescribeLogDirsPartition
 
 @api(35, (1, 4))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+    # KafkaApis.handleDescribeLogDirsRequest: DESCRIBE on the cluster
+    if not cluster_allowed(ctx, Operation.DESCRIBE):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     lm = ctx.broker.log_manager
     wanted = None
     if req.topics is not None:

@@ -10,6 +10,8 @@ As Kafka 4.3.1's KafkaApis.handleDescribeProducersRequest / ReplicaManager.activ
 - otherwise NONE and one row per producer id the partition still remembers (until it expires
   after producer.id.expiration.ms): epoch, last sequence (-1 if no batch is retained), last
   timestamp, coordinator epoch, first offset of its open transaction (-1 if none).
+
+Authorization: READ on each topic (TOPIC_AUTHORIZATION_FAILED with Kafka's text), before its existence.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING
 from broker.cluster.metadata import validate_topic_name
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed
+from protocol.error_messages import default_message
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiMessage, lazy_response
 
@@ -33,11 +37,15 @@ ProducerState = PartitionResponse.ProducerState
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 
 
-def _topic_error(broker: Services, name: str) -> tuple[ErrorCode, str | None] | None:
+def _topic_error(ctx: RequestContext, name: str) -> tuple[ErrorCode, str | None] | None:
+    """KafkaApis.handleDescribeProducersRequest: a valid name, READ on the topic, then existence."""
+    broker = ctx.broker
     try:
         validate_topic_name(name)
     except KafkaError as e:
         return e.code, e.message
+    if not allowed(ctx, Operation.READ, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, default_message(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if broker.metadata.get(name) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE
     return None
@@ -65,7 +73,7 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     topics: list[ApiMessage] = []
     for t in req.topics:
-        error = _topic_error(broker, t.name)
+        error = _topic_error(ctx, t.name)
         if error is not None:
             partitions = [PartitionResponse(partition_index=i, error_code=error[0], error_message=error[1],
                                             active_producers=[]) for i in t.partition_indexes]

@@ -22,6 +22,10 @@ mean the same here:
 
 A request for anything but the single partition ``__cluster_metadata``-0 gets UNKNOWN_TOPIC_OR_PARTITION
 in every requested partition and no nodes, as Kafka's KafkaRaftClient answers (``hasValidTopicPartition``).
+
+Authorization (ControllerApis.handleDescribeQuorum): DESCRIBE on the cluster, else a top-level
+CLUSTER_AUTHORIZATION_FAILED with the error's default message (v2+) and nothing else
+(DescribeQuorumRequest.getTopLevelErrorResponse).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from typing import TYPE_CHECKING
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, cluster_allowed
+from protocol.error_messages import default_message
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
 from storage import checkpoints
@@ -91,6 +97,10 @@ def _valid_request(req: ApiMessage) -> bool:
 
 @api(55, (0, 2))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+    # ControllerApis.handleDescribeQuorum: DESCRIBE on the cluster (authorizeClusterOperation)
+    if not cluster_allowed(ctx, Operation.DESCRIBE):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return Response(error_code=code, error_message=default_message(code), topics=[], nodes=[])
     topic_cls = Response.TopicData
     partition_cls = topic_cls.PartitionData
     if not _valid_request(req):

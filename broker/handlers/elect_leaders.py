@@ -8,14 +8,18 @@ partition's only replica is its leader and also its preferred one, so no electio
 A missing topic or partition is UNKNOWN_TOPIC_OR_PARTITION (Kafka's messages), an unknown
 election type INVALID_REQUEST for the request and every partition in it. A null topic list means
 every partition, and Kafka then reports only the elections it did.
+Authorization (ControllerApis.handleElectLeaders): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+with the "needs ALTER permission" message on every requested partition and (v1+) at the top level.
 """
 
 from __future__ import annotations
 
 from broker.cluster.controller import deadline_passed
 from broker.cluster.partition_change import Election
+from broker.handlers.describe_acls import cluster_denied
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, cluster_allowed
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
 
@@ -33,6 +37,13 @@ MESSAGES = {  # Kafka's Errors messages
 
 @api(43, (0, 2))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+    # ControllerApis.handleElectLeaders: ALTER on the cluster (ElectLeadersRequest.getErrorResponse)
+    if not cluster_allowed(ctx, Operation.ALTER):
+        code, message = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), cluster_denied(ctx, Operation.ALTER)
+        return Response(throttle_time_ms=0, error_code=code, replica_election_results=[
+            TopicResult(topic=t.topic, partition_result=[
+                PartitionResult(partition_id=p, error_code=code, error_message=message) for p in t.partitions])
+            for t in req.topic_partitions or ()])
     metadata = ctx.broker.metadata
     election_type = req.election_type if ctx.api_version >= 1 else 0
     if deadline_passed(req.timeout_ms):

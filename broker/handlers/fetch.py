@@ -8,7 +8,10 @@ less than ``min_bytes`` is available the request parks until an append to one of
 partitions or ``max_wait_ms``. v7+ fetches may use incremental fetch sessions (KIP-227,
 ``broker.replica.fetch_sessions``): which partitions are read and which are answered then comes from
 the session. Large reads are FileRegions, sent from the segment file with sendfile as Kafka
-sends its FileRecords (``broker.net.socket_writer``).
+sends its FileRecords (``broker.net.socket_writer``); over TLS they are copied.
+
+Authorization: READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition otherwise); a follower's
+fetch CLUSTER_ACTION on the cluster (TOPIC_AUTHORIZATION_FAILED on every partition otherwise).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
 from broker.net.context import RawResponse, RequestContext
 from broker.replica.fetch_sessions import FetchContext, PartitionFetch
+from broker.security.checks import Operation, ResourceType, cluster_allowed, filter_allowed
 from protocol.errors import ErrorCode
 from protocol.fetch_codec import (
     FetchPartitionResponse,
@@ -66,8 +70,20 @@ def _resolve(broker: Services, fetches: list[PartitionFetch]) -> None:
             f.topic = name_of(f.topic_id)
 
 
-def _read_all(broker: Services, fetches: list[PartitionFetch], req: FetchRequestView, version: int
-              ) -> tuple[list[FetchPartitionResponse], int, bool]:
+def _denied(ctx: RequestContext, req: FetchRequestView, fetches: list[PartitionFetch]) -> set[str] | None:
+    """KafkaApis.handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster (every partition
+    is TOPIC_AUTHORIZATION_FAILED otherwise: None here); a consumer READ on each topic (those it may
+    not read are TOPIC_AUTHORIZATION_FAILED, before their existence is looked at)."""
+    if ctx.broker.authorizer is None:
+        return set()
+    if req.replica_id >= 0:
+        return set() if cluster_allowed(ctx, Operation.CLUSTER_ACTION) else None
+    topics = {f.topic for f in fetches if f.topic is not None}
+    return topics - filter_allowed(ctx, Operation.READ, ResourceType.TOPIC, topics)
+
+
+def _read_all(broker: Services, fetches: list[PartitionFetch], req: FetchRequestView, version: int,
+              denied: set[str] | None = None) -> tuple[list[FetchPartitionResponse], int, bool]:
     rm = broker.replica_manager
     # KIP-392: a consumer from v11 (which sends its client metadata) may read a follower, up to
     # the follower's high watermark; older consumers only the leader (FetchParams.fetchOnlyLeader)
@@ -81,6 +97,10 @@ def _read_all(broker: Services, fetches: list[PartitionFetch], req: FetchRequest
     for f in fetches:
         if f.topic is None:
             out.append(FetchPartitionResponse(f.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted_transactions=[]))
+            errors = True
+            continue
+        if denied is None or f.topic in denied:
+            out.append(FetchPartitionResponse(f.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, aborted_transactions=[]))
             errors = True
             continue
         if req.replica_id >= 0:  # a follower (Kafka's replica fetcher)
@@ -151,7 +171,7 @@ def _encode(version: int, topics: list[FetchTopicResponse], error: ErrorCode, se
         # consumer_byte_rate counts the answer's bytes; over it, the answer says how long to back off
         quotas = ctx.broker.quotas
         throttle = quotas.record("consumer_byte_rate", ctx.client_id, encoded.size,
-                                 user=user_of(ctx.broker, ctx.connection_id))
+                                 user=user_of(ctx.principal))
         if throttle:
             quotas.mute(ctx.connection_id, throttle)
             encoded = encode_fetch_response(version, topics=topics, error_code=int(error), session_id=session_id,
@@ -171,7 +191,8 @@ def handle(ctx: RequestContext, req: FetchRequestView) -> RawResponse | Awaitabl
         return _encode(version, [], context.error, 0)
     if context.session is not None:
         _resolve(broker, context.partitions)
-    parts, total, errors = _read_all(broker, context.partitions, req, version)
+    denied = _denied(ctx, req, context.partitions)
+    parts, total, errors = _read_all(broker, context.partitions, req, version, denied)
     keys = [(f.topic, f.partition) for f in context.partitions if f.topic is not None]
     if errors or total >= req.min_bytes or req.max_wait_ms <= 0 or not keys:
         return _response(broker, version, context, parts, ctx)
@@ -179,16 +200,17 @@ def handle(ctx: RequestContext, req: FetchRequestView) -> RawResponse | Awaitabl
     # the loop, and an append handled in between would otherwise wake nobody (the fetch would then
     # sleep its whole max wait with the data in the log). Kafka's DelayedFetch re-checks likewise.
     waiter = broker.replica_manager.wait_for_data(keys, req.max_wait_ms / 1000)
-    return _long_poll(ctx, req, context, keys, version, waiter)
+    return _long_poll(ctx, req, context, keys, version, waiter, denied)
 
 
 async def _long_poll(ctx: RequestContext, req: FetchRequestView, context: FetchContext,
-                     keys: list[tuple[str, int]], version: int, waiter: asyncio.Future[None]) -> RawResponse:
+                     keys: list[tuple[str, int]], version: int, waiter: asyncio.Future[None],
+                     denied: set[str] | None) -> RawResponse:
     broker = ctx.broker
     deadline = broker.wire_clock.monotonic() + req.max_wait_ms / 1000
     while True:
         await waiter
-        parts, total, errors = _read_all(broker, context.partitions, req, version)
+        parts, total, errors = _read_all(broker, context.partitions, req, version, denied)
         remaining = deadline - broker.wire_clock.monotonic()
         if errors or total >= req.min_bytes or remaining <= 0 or broker.stopping:
             return _response(broker, version, context, parts, ctx)

@@ -15,14 +15,19 @@ the client used, or an error:
 
 v0-3 carry one key and a top-level error with Kafka's error message ("NONE" on success, as
 ``Errors.message()`` gives); v4+ batch ``coordinator_keys`` with one entry (no message) each.
+
+Authorization: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), node -1.
 """
 
 from __future__ import annotations
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed
 from coordinator.group.coordinator import OFFSETS_TOPIC
 from coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
+from protocol.error_messages import default_message
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiMessage, lazy_response
 
@@ -44,6 +49,11 @@ MESSAGES = {
 
 def lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
     broker = ctx.broker
+    # KafkaApis.handleFindCoordinatorRequest: DESCRIBE on the group or the transactional id
+    if key_type == KEY_TYPE_GROUP and not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type == KEY_TYPE_TRANSACTION and not allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if key_type == KEY_TYPE_GROUP:
         gc = broker.group_coordinator
         if not gc.active:
@@ -85,7 +95,7 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
 
     if ctx.api_version < 4:
         code, nid, h, p = coordinator_node(ctx, key_type, req.key, lookup(ctx, key_type, req.key))
-        return Response(throttle_time_ms=0, error_code=code, error_message=MESSAGES.get(code, code.name),
+        return Response(throttle_time_ms=0, error_code=code, error_message=MESSAGES.get(code, default_message(code)),
                         node_id=nid, host=h, port=p)
     coordinators = []
     for key in req.coordinator_keys:

@@ -4,6 +4,13 @@ configs (type 32, broker.config.group_configs).
 Operations: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) for list-typed configs. The new
 set is validated as a whole before anything changes; ``validate_only`` changes nothing. A broker
 resource is this broker's id, or "" for the cluster-wide default (broker.config.dynamic_config).
+
+Authorization (ConfigAdminManager.preprocess, then ControllerApis.authorizeAlterResource): after the
+broker's checks (repeated resources and keys, null values, a broker resource's id and new set),
+ALTER_CONFIGS on the cluster for a broker, on the topic (before its existence) or on the group;
+refused: CLUSTER_/TOPIC_/GROUP_AUTHORIZATION_FAILED with the error's default message, in the
+resource's place. A broker logger (handled by the broker itself, RuntimeLoggerManager) needs the
+cluster's ALTER_CONFIGS too, refused without a message.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from broker.config import dynamic_config, group_configs
 from broker.config.broker_config import BROKER_CONFIGS
+from broker.handlers.alter_configs import check_alter_allowed
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, cluster_allowed
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiMessage, lazy_response
 from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_config_value
@@ -21,7 +30,7 @@ from storage.log_config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_con
 Response = lazy_response(44)
 Result = Response.AlterConfigsResourceResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_GROUP = 2, 4, 8, 32
 
 
 def _check_keys(ops: Sequence[ApiMessage]) -> None:
@@ -106,12 +115,19 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             _check_keys(r.configs)
             if r.resource_type == RESOURCE_BROKER:
-                dynamic_config.resource_is_this_broker(r.resource_name, broker.node_id)
+                per_broker = dynamic_config.resource_is_this_broker(r.resource_name, broker.node_id)
                 current = broker.metadata.broker_configs.get(r.resource_name, {})
-                dynamic_config.alter(broker, r.resource_name, apply_broker_ops(current, r.configs),
-                                     req.validate_only, touched=[op.name for op in r.configs])
+                configs = apply_broker_ops(current, r.configs)
+                dynamic_config.validate(configs, per_broker)  # the broker's preprocessing, before authorization
+                check_alter_allowed(ctx, r.resource_type, r.resource_name)
+                dynamic_config.alter(broker, r.resource_name, configs, req.validate_only,
+                                     touched=[op.name for op in r.configs])
                 results.append(Result(error_code=0, error_message=None, **base))
                 continue
+            if r.resource_type == RESOURCE_BROKER_LOGGER and not cluster_allowed(ctx, Operation.ALTER_CONFIGS):
+                # RuntimeLoggerManager.applyChangesForResource: ALTER_CONFIGS on the cluster, first
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+            check_alter_allowed(ctx, r.resource_type, r.resource_name)  # a topic: before its existence
             if r.resource_type == RESOURCE_GROUP:
                 current = broker.metadata.group_configs.get(r.resource_name, {})
                 group_configs.alter(broker, r.resource_name, group_configs.apply_ops(current, r.configs),

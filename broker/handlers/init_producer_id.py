@@ -13,6 +13,9 @@ Kafka 4.3.1's KafkaApis.handleInitProducerIdRequest + TransactionCoordinator.han
 - ``transactional_id`` set: timeout validation, fencing, epoch bumps, rotation at Short.MAX and
   CONCURRENT_TRANSACTIONS belong to ``broker.txn_coordinator.handle_init_producer_id``.
 - v0-3 answer PRODUCER_FENCED as INVALID_PRODUCER_EPOCH: those clients do not know code 90.
+
+Authorization: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one,
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import structlog
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed, allowed_by_type, cluster_allowed
 from protocol.error_versions import for_version
 from protocol.errors import ErrorCode, error_code_of
 from protocol.messages import ApiMessage, lazy_response
@@ -58,7 +62,14 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return _error(version, ErrorCode.INVALID_REQUEST)
     if req.transactional_id is not None:
+        # KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id
+        if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            return _error(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return _transactional(ctx, req, producer_id, producer_epoch)
+    # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
+    if not cluster_allowed(ctx, Operation.IDEMPOTENT_WRITE) and \
+            not allowed_by_type(ctx, Operation.WRITE, ResourceType.TOPIC):
+        return _error(version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         return _response(version, ErrorCode.NONE, ctx.broker.producer_ids.generate(), 0)
     except Exception as e:  # noqa: BLE001 - Kafka answers Errors.forException(e)

@@ -13,6 +13,8 @@ GroupMetadataManager (see coordinator/group/manager.py):
 - v9: a static leader that rejoins a stable group is told ``skip_assignment``.
 Errors: INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT (outside group.min/max.session.timeout.ms),
 INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, GROUP_MAX_SIZE_REACHED, COORDINATOR_NOT_AVAILABLE.
+Authorization (KafkaApis.handleJoinGroupRequest): READ on the group, else GROUP_AUTHORIZATION_FAILED
+at the top level (JoinGroupRequest.getErrorResponse).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Awaitable
 from broker.handlers.group_writes import replicated
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed
 from coordinator.group.group import JoinResult
 from coordinator.group.manager import JoinRequest
 from protocol.errors import ErrorCode
@@ -62,8 +65,13 @@ async def _answer(ctx: RequestContext, group_id: str, version: int, pending: Awa
 
 
 @api(11, (0, 9))
-def handle(ctx: RequestContext, req: ApiMessage) -> Awaitable[ApiMessage]:
+def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     v = ctx.api_version
+    # KafkaApis.handleJoinGroupRequest: READ on the group
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                        protocol_type=None, protocol_name=None if v >= 7 else "", leader="", skip_assignment=False,
+                        member_id="", members=[])
     join = JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,

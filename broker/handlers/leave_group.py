@@ -4,6 +4,8 @@ v0-2 name one member; v3+ batch ``members`` (an empty member id with a group ins
 removes that static member administratively, KIP-345), answered one error per member; v5 adds
 a reason per member. Unknown group: every member gets UNKNOWN_MEMBER_ID. For v0-2 the single
 member's error becomes the top-level error, as Kafka's LeaveGroupResponse does.
+Authorization (KafkaApis.handleLeaveGroupRequest): READ on the group, else a top-level
+GROUP_AUTHORIZATION_FAILED with no members.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Awaitable
 from broker.handlers.group_writes import replicated, waits
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
 
@@ -23,6 +26,9 @@ MemberResponse = Response.MemberResponse
 @api(13, (0, 5))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     v = ctx.api_version
+    # KafkaApis.handleLeaveGroupRequest: READ on the group
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
+        return _response(v, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     members: list[tuple[str, str | None, str | None]]  # (member id, group instance id, reason)
     if v < 3:
         members = [(req.member_id, None, None)]

@@ -6,12 +6,15 @@ none are) in Kafka's order: groups, client metrics, broker loggers, brokers, top
 with dynamic configs (broker.config.group_configs; a group without any is not listed, as in Kafka). This
 broker keeps no client-metrics subscriptions (IncrementalAlterConfigs refuses them), so that list is
 empty. A type Kafka cannot list is UNSUPPORTED_VERSION for the request, as Kafka answers.
+Authorization (KafkaApis.handleListConfigResources): DESCRIBE_CONFIGS on the cluster (every version),
+else a top-level CLUSTER_AUTHORIZATION_FAILED and nothing listed.
 """
 
 from __future__ import annotations
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, cluster_allowed
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
 
@@ -23,6 +26,10 @@ LISTABLE = frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})
 
 @api(74, (0, 1))
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
+    # KafkaApis.handleListConfigResources: DESCRIBE_CONFIGS on the cluster
+    if not cluster_allowed(ctx, Operation.DESCRIBE_CONFIGS):
+        return Response(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                        config_resources=[])
     if ctx.api_version == 0:
         return Response(throttle_time_ms=0, error_code=0, config_resources=[])
     wanted = set(req.resource_types) or LISTABLE

@@ -6,6 +6,9 @@ earliest here, no tiered storage), -5 latest tiered (v9+) and -6 earliest pendin
 both -1 without tiered storage), otherwise the first offset whose timestamp is >= the target,
 found through the ``.timeindex``. A negative timestamp the request's version does not define
 gets UNSUPPORTED_VERSION, as from Kafka.
+
+Authorization: DESCRIBE on each topic; the partitions of the others are TOPIC_AUTHORIZATION_FAILED,
+after the rest.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
 from broker.replica.replica_manager import ISOLATION_READ_COMMITTED, last_stable_offset
+from broker.security.checks import Operation, ResourceType, filter_allowed
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from protocol.messages import ApiMessage, lazy_response
 
@@ -77,7 +81,14 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     broker = ctx.broker
     isolation = getattr(req, "isolation_level", 0) if ctx.api_version >= 2 else 0
     topics: list[ApiMessage] = []
+    # KafkaApis.handleListOffsetRequest: DESCRIBE on each topic; the others come after, refused
+    describable = filter_allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
+    refused = [TopicResp(name=t.name, partitions=[
+        PartResp(partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, timestamp=-1,
+                 offset=-1, leader_epoch=-1) for p in t.partitions]) for t in req.topics if t.name not in describable]
     for t in req.topics:
+        if t.name not in describable:
+            continue
         seen: dict[int, int] = {}
         for p in t.partitions:
             seen[p.partition_index] = seen.get(p.partition_index, 0) + 1
@@ -98,4 +109,4 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
                 parts.append(PartResp(partition_index=p.partition_index, error_code=error_code_of(e),
                                       timestamp=-1, offset=-1, leader_epoch=-1))
         topics.append(TopicResp(name=t.name, partitions=parts))
-    return Response(throttle_time_ms=0, topics=topics)
+    return Response(throttle_time_ms=0, topics=topics + refused)

@@ -5,12 +5,15 @@ Every transactional id this coordinator holds except Dead ones, filtered by stat
 duration (transactions started more than ``duration_filter`` ms ago) and v2+ a transactional-id
 regular expression (full match; an invalid one is INVALID_REGULAR_EXPRESSION).
 COORDINATOR_LOAD_IN_PROGRESS while ``__transaction_state`` is still loading.
+
+Authorization: only the transactional ids the client may DESCRIBE are listed.
 """
 
 from __future__ import annotations
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed
 from protocol.messages import ApiMessage, lazy_response
 
 Response = lazy_response(66)
@@ -29,6 +32,8 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         throttle_time_ms=0,
         error_code=int(code),
         unknown_state_filters=unknown,
+        # KafkaApis.handleListTransactionsRequest: only the ids the client may DESCRIBE
         transaction_states=[State(transactional_id=t, producer_id=pid, transaction_state=name)
-                            for t, pid, name in states],
+                            for t, pid, name in states
+                            if allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t)],
     )

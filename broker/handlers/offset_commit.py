@@ -15,6 +15,9 @@ partition before the answer, so an answered commit survives a crash. As in Kafka
 v6+ carry the committed leader epoch; v7+ the group instance id. v10 names topics by id
 (KIP-848's topic ids, also sent by the classic Java consumer): an unknown id gets UNKNOWN_TOPIC_ID
 for each of its partitions; offsets are still stored by topic name, as Kafka stores them.
+Authorization (KafkaApis.handleOffsetCommitRequest): READ on the group (GROUP_AUTHORIZATION_FAILED
+on every partition otherwise), then READ on each topic (TOPIC_AUTHORIZATION_FAILED on its
+partitions, before its existence is looked at; an unknown v10 id is UNKNOWN_TOPIC_ID first).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Awaitable
 from broker.handlers.group_writes import replicated
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed, filter_allowed
 from coordinator.group.manager import CommitPartition
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
@@ -37,9 +41,17 @@ PartResp = TopicResp.OffsetCommitResponsePartition
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     v = ctx.api_version
     broker = ctx.broker
+    # KafkaApis.handleOffsetCommitRequest: READ on the group, else the refusal on every partition
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
+        return _response(req, {}, v, default=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics, unknown_ids = broker.metadata.named_by_id(req.topics) if v >= 10 else (req.topics, {})
-    errors, known = broker.metadata.split_known_partitions(topics)
+    # then READ on each (resolved) topic, before its existence
+    readable = filter_allowed(ctx, Operation.READ, ResourceType.TOPIC, (t.name for t in topics))
+    refused = {(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+               for t in topics if t.name not in readable for p in t.partitions}
+    errors, known = broker.metadata.split_known_partitions([t for t in topics if t.name in readable])
     errors.update(unknown_ids)
+    errors.update(refused)
     to_commit = [
         (name, [CommitPartition(p.partition_index, p.committed_offset,
                                 p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata) for p in parts])
@@ -74,12 +86,15 @@ async def _after_replication(ctx: RequestContext, req: ApiMessage, errors: dict)
     return _response(req, errors, ctx.api_version)
 
 
-def _response(req: ApiMessage, errors: dict, v: int) -> ApiMessage:
+def _response(req: ApiMessage, errors: dict, v: int, default: ErrorCode | None = None) -> ApiMessage:
+    """The answer in request order; with ``default``, that error on every partition
+    (OffsetCommitRequest.getErrorResponse)."""
     return Response(
         throttle_time_ms=0,
         topics=[
             TopicResp(name=t.name if v < 10 else "", topic_id=t.topic_id if v >= 10 else None, partitions=[
-                PartResp(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
+                PartResp(partition_index=p.partition_index,
+                         error_code=errors[(t.name, p.partition_index)] if default is None else default)
                 for p in t.partitions
             ])
             for t in req.topics

@@ -9,6 +9,10 @@ Group-level errors are top-level from v2 and repeated on every partition in v1. 
 topics by id both ways: an unknown id answers UNKNOWN_TOPIC_ID on each requested partition (after
 the known ones, as Kafka orders them), and an all-topics fetch lists the committed topics that
 still have an id.
+Authorization (KafkaApis.handleOffsetFetchRequest): DESCRIBE on each group (refused: 30 on every
+requested partition in v1, top-level in v2-7, the group's own error from v8), then DESCRIBE on each
+topic: a requested one refused answers TOPIC_AUTHORIZATION_FAILED on its partitions, after the
+coordinator's topics; an all-topics fetch leaves the refused ones out.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Iterable, Sequence
 
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed, filter_allowed
 from coordinator.group.manager import FetchedPartition
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
@@ -37,23 +42,44 @@ def requested_of(topics: Iterable[ApiMessage] | None) -> Requested | None:
     return None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
 
 
-def fetch_group(ctx: RequestContext, group_id: str | None, requested: Requested | None, require_stable: bool,
-                member: Member = (None, -1)) -> tuple[ErrorCode, list[tuple[str, Fetched]]]:
-    """(group error, [(topic, [FetchedPartition])]) for one requested group (none on a group
-    error); ``member`` (v9+: member id and epoch) is checked by a consumer group."""
+def _coordinator_fetch(ctx: RequestContext, group_id: str | None, requested: Requested | None, require_stable: bool,
+                      member: Member) -> tuple[ErrorCode, list[tuple[str, Fetched]]]:
+    """What the group coordinator answers for one group: (group error, [(topic, [FetchedPartition])])."""
     gc = ctx.broker.group_coordinator
     if (error := gc.check(group_id or "")) != ErrorCode.NONE:
         return error, []
     return gc.manager.fetch_offsets(group_id, requested, require_stable, *member)
 
 
+def fetch_group(ctx: RequestContext, group_id: str | None, requested: Requested | None, require_stable: bool,
+                member: Member = (None, -1)) -> tuple[ErrorCode, list[tuple[str, Fetched]]]:
+    """(group error, [(topic, [FetchedPartition])]) for one requested group (none on a group
+    error); ``member`` (v9+: member id and epoch) is checked by a consumer group. As KafkaApis:
+    requested topics the client may not DESCRIBE are not asked for and follow the coordinator's
+    answer with TOPIC_AUTHORIZATION_FAILED; from an all-topics fetch they are left out."""
+    if requested is None:
+        code, result = _coordinator_fetch(ctx, group_id, None, require_stable, member)
+        if code != ErrorCode.NONE:
+            return code, []
+        describable = filter_allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in result))
+        return code, [(name, parts) for name, parts in result if name in describable]
+    describable = filter_allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in requested))
+    code, result = _coordinator_fetch(ctx, group_id, [(n, ps) for n, ps in requested if n in describable],
+                                      require_stable, member)
+    if code != ErrorCode.NONE:
+        return code, []
+    return code, result + _with_error([(n, ps) for n, ps in requested if n not in describable],
+                                      ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
 def fetch_group_by_id(ctx: RequestContext, group_id: str, topics: Sequence[ApiMessage] | None,
                       require_stable: bool, member: Member = (None, -1)
                       ) -> tuple[ErrorCode, list[tuple[uuid.UUID, Fetched]]]:
     """v10, as Kafka 4.x's KafkaApis: (group error, [(topic id, [FetchedPartition])]). Requested
-    ids are resolved first and the coordinator asked for the known ones (even none, so group
-    errors still show); unknown ids follow, UNKNOWN_TOPIC_ID on each partition. An all-topics
-    fetch leaves out committed topics that no longer have an id (it cannot name them)."""
+    ids are resolved first and the coordinator asked for the known ones the client may DESCRIBE
+    (even none, so group errors still show); the others follow in request order: UNKNOWN_TOPIC_ID
+    (an unknown id), TOPIC_AUTHORIZATION_FAILED on each partition. An all-topics fetch leaves out
+    committed topics that no longer have an id (it cannot name them)."""
     metadata = ctx.broker.metadata
     if topics is None:
         code, result = fetch_group(ctx, group_id, None, require_stable, member)
@@ -62,14 +88,17 @@ def fetch_group_by_id(ctx: RequestContext, group_id: str, topics: Sequence[ApiMe
         named = [(metadata.topics.get(name), parts) for name, parts in result]
         return code, [(info.topic_id, parts) for info, parts in named if info is not None]
     names = [metadata.name_of(t.topic_id) for t in topics]
-    known = [(t, name) for t, name in zip(topics, names, strict=True) if name is not None]
-    code, result = fetch_group(ctx, group_id, [(name, list(t.partition_indexes)) for t, name in known],
-                               require_stable, member)
+    describable = filter_allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, (n for n in names if n is not None))
+    known = [(t, name) for t, name in zip(topics, names, strict=True) if name is not None and name in describable]
+    code, result = _coordinator_fetch(ctx, group_id, [(name, list(t.partition_indexes)) for t, name in known],
+                                      require_stable, member)
     if code != ErrorCode.NONE:
         return code, []
-    unknown = [(t.topic_id, [FetchedPartition(p, error=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
-               for t, name in zip(topics, names, strict=True) if name is None]
-    return code, [(t.topic_id, parts) for (t, _), (_, parts) in zip(known, result, strict=True)] + unknown
+    refused = [(t.topic_id, [FetchedPartition(p, error=ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                                              else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                             for p in t.partition_indexes])
+               for t, name in zip(topics, names, strict=True) if name is None or name not in describable]
+    return code, [(t.topic_id, parts) for (t, _), (_, parts) in zip(known, result, strict=True)] + refused
 
 
 def _with_error(requested: Requested | None, code: ErrorCode) -> list[tuple[str, Fetched]]:
@@ -85,7 +114,12 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
         if v < 2 and topics is None:
             topics = []
         requested = requested_of(topics)
-        code, result = fetch_group(ctx, req.group_id, requested, require_stable)
+        # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group (OffsetFetchResponse.groupError)
+        result: list[tuple[str, Fetched]] = []
+        if not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, req.group_id or ""):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            code, result = fetch_group(ctx, req.group_id, requested, require_stable)
         if code != ErrorCode.NONE:  # group-level: top-level from v2; v1 has only partition errors
             result = _with_error(requested, code) if v < 2 else []
         return Response(
@@ -104,7 +138,9 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     for g in req.groups:
         member: Member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
         rows: list[tuple[str, uuid.UUID | None, Fetched]] = []  # (name, topic id, partitions)
-        if v >= 10:
+        if not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id or ""):  # as for v1-7
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif v >= 10:
             code, by_id = fetch_group_by_id(ctx, g.group_id, g.topics, require_stable, member)
             if code == ErrorCode.NONE:
                 rows = [("", topic_id, parts) for topic_id, parts in by_id]

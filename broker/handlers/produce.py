@@ -19,6 +19,10 @@ verified; v11 and below need the client's AddPartitionsToTxn (KIP-890 verificati
 plain (non-transactional) path stays synchronous, unless a partition carries a large compressed
 batch: that one is validated (decompressed, every record read) in a worker thread first
 (``broker.replica.produce_validation``), so it cannot hold the event loop the other clients share.
+
+Authorization (KafkaApis.handleProduceRequest): transactional records need WRITE on the transactional
+id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition; acks=0: the connection is closed); each
+topic WRITE (TOPIC_AUTHORIZATION_FAILED on its partitions, which are not appended).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from broker.cluster.brokers import leader_endpoints
 from broker.cluster.quotas import user_of
 from broker.handlers.registry import api
 from broker.net.context import NO_RESPONSE, NoResponse, RawResponse, RequestContext
+from broker.net.dispatch import CloseConnection
 from broker.replica.produce_validation import needs_offload, validate_payload
 from broker.replica.replica_manager import ProduceResult
 from broker.replica.txn_verification import (
@@ -40,6 +45,7 @@ from broker.replica.txn_verification import (
     not_yet_in_transaction,
     produce_error,
 )
+from broker.security.checks import Operation, ResourceType, allowed, filter_allowed
 from protocol import records as rec
 from protocol.errors import ErrorCode, KafkaError
 from protocol.primitives import NodeEndpoint
@@ -83,7 +89,31 @@ def _failed(e: KafkaError) -> ProduceResult:
     return ProduceResult(e.code, error_message=str(e) if str(e) != e.code.name else None)
 
 
-def _transactional_batches(broker: Services, req: ProduceRequestView) -> tuple[set[tuple[int, int]], Targets]:
+def _has_transactional_records(req: ProduceRequestView) -> bool:
+    """RequestUtils.hasTransactionalRecords: the first batch of some partition is transactional."""
+    for t in req.topics:
+        for p in t.partitions:
+            records = p.records
+            if records is not None and len(records) >= rec.HEADER_SIZE and records[rec.MAGIC_OFFSET] == 2 \
+                    and rec.read_header(records, 0).is_transactional:
+                return True
+    return False
+
+
+def _refused(ctx: RequestContext, req: ProduceRequestView) -> dict[TopicPartition, ProduceResult]:
+    """KafkaApis.handleProduceRequest: WRITE on each topic; the partitions of a topic the client may
+    not write get TOPIC_AUTHORIZATION_FAILED and are not appended (a topic id nobody knows is
+    UNKNOWN_TOPIC_ID before that)."""
+    named = [t.name for t in req.topics if t.name is not None]
+    if ctx.broker.authorizer is None or not named:
+        return {}
+    writable = filter_allowed(ctx, Operation.WRITE, ResourceType.TOPIC, named)
+    return {(t.name, p.index): ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for t in req.topics if t.name is not None and t.name not in writable for p in t.partitions}
+
+
+def _transactional_batches(broker: Services, req: ProduceRequestView,
+                           refused: dict[TopicPartition, ProduceResult]) -> tuple[set[tuple[int, int]], Targets]:
     """The (producer id, epoch) of the request's transactional batches and, per partition that
     exists here, (log, base sequence) of its transactional batch (only the first batch counts:
     a Produce partition holds exactly one)."""
@@ -95,6 +125,8 @@ def _transactional_batches(broker: Services, req: ProduceRequestView) -> tuple[s
             records = p.records
             if records is None or len(records) < rec.HEADER_SIZE or records[rec.MAGIC_OFFSET] != 2:
                 continue  # the append answers what is wrong with it
+            if (t.name, p.index) in refused:
+                continue
             batch = rec.read_header(records, 0)
             if not batch.is_transactional or batch.producer_id < 0:
                 continue
@@ -124,7 +156,7 @@ def _respond(ctx: RequestContext, req: ProduceRequestView,
             parts = [_partition(p.index, ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)) for p in t.partitions]
         else:
             for p in t.partitions:
-                result = all_failed or (pre_append.get((name, p.index)) if pre_append else None)
+                result = (pre_append.get((name, p.index)) if pre_append else None) or all_failed
                 if result is None:
                     result = rm.append_records(name, p.index, p.records, api_version=version, acks=acks,
                                                transactional_id=req.transactional_id,
@@ -142,7 +174,7 @@ def _respond(ctx: RequestContext, req: ProduceRequestView,
         # producer_byte_rate counts the request's record bytes; over it, the answer says how long to back off
         throttle = broker.quotas.record("producer_byte_rate", ctx.client_id,
                                         sum(len(p.records or b"") for t in req.topics for p in t.partitions),
-                                        user=user_of(broker, ctx.connection_id))
+                                        user=user_of(ctx.principal))
         broker.quotas.mute(ctx.connection_id, throttle)
     if acks == 0:
         return NO_RESPONSE
@@ -175,14 +207,15 @@ async def _after_replication(ctx: RequestContext, responses: list[ProduceTopicRe
 
 
 async def _add_then_respond(ctx: RequestContext, req: ProduceRequestView, producer: tuple[int, int],
-                            targets: Targets, validated: dict[TopicPartition, Validated] | None = None) -> Reply:
+                            targets: Targets, validated: dict[TopicPartition, Validated] | None = None,
+                            refused: dict[TopicPartition, ProduceResult] | None = None) -> Reply:
     """TV2: add the partitions to the transaction (with Produce's retry on
     CONCURRENT_TRANSACTIONS), then append; a partition that could not be added is not appended."""
     producer_id, producer_epoch = producer
     errors = await add_partitions(ctx.broker, req.transactional_id, producer_id, producer_epoch, targets,
                                   retry_concurrent=True)
     pre = {tp: _failed(produce_error(code, SupportedOperation.ADD_PARTITION)) for tp, code in errors.items()}
-    reply = _respond(ctx, req, pre, validated=validated)
+    reply = _respond(ctx, req, {**pre, **(refused or {})}, validated=validated)
     return await reply if inspect.isawaitable(reply) else reply
 
 
@@ -196,15 +229,25 @@ def _named(broker: Services, req: ProduceRequestView) -> ProduceRequestView:
 def handle(ctx: RequestContext, req: ProduceRequestView) -> Reply | Awaitable[Reply]:
     if ctx.api_version >= 13:
         req = _named(ctx.broker, req)
+    # Transactional records need WRITE on the request's transactional id (none at all: refused even
+    # without an authorizer, as Kafka refuses it); the whole request fails, acks=0 by a close.
+    if _has_transactional_records(req) and (
+            req.transactional_id is None
+            or not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)):
+        if req.acks == 0:
+            raise CloseConnection("acks=0 transactional produce without TransactionalId Write")
+        return _respond(ctx, req, all_failed=ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    refused = _refused(ctx, req)
     heavy = {(t.name, p.index): p.records for t in req.topics if t.name is not None
-             for p in t.partitions if needs_offload(p.records)}
+             for p in t.partitions if needs_offload(p.records) and (t.name, p.index) not in refused}
     if heavy and req.acks in (-1, 0, 1):
-        return _validate_off_loop(ctx, req, heavy)
-    return _produce(ctx, req)
+        return _validate_off_loop(ctx, req, heavy, refused)
+    return _produce(ctx, req, refused=refused)
 
 
 async def _validate_off_loop(ctx: RequestContext, req: ProduceRequestView,
-                             heavy: dict[TopicPartition, memoryview | None]) -> Reply:
+                             heavy: dict[TopicPartition, memoryview | None],
+                             refused: dict[TopicPartition, ProduceResult]) -> Reply:
     """The large compressed batches validated in a worker thread, one after the other; then the
     request goes on as any other, with those partitions' validation done."""
     validated: dict[TopicPartition, Validated] = {}
@@ -218,22 +261,23 @@ async def _validate_off_loop(ctx: RequestContext, req: ProduceRequestView,
                 validate_payload, records, ctx.api_version, config.max_message_bytes, config.compact, name, index)
         except KafkaError as e:
             validated[(name, index)] = e
-    result = _produce(ctx, req, validated)
+    result = _produce(ctx, req, validated, refused)
     return await result if inspect.isawaitable(result) else result
 
 
-def _produce(ctx: RequestContext, req: ProduceRequestView,
-             validated: dict[TopicPartition, Validated] | None = None) -> Reply | Awaitable[Reply]:
+def _produce(ctx: RequestContext, req: ProduceRequestView, validated: dict[TopicPartition, Validated] | None = None,
+             refused: dict[TopicPartition, ProduceResult] | None = None) -> Reply | Awaitable[Reply]:
+    refused = refused or {}
     if req.transactional_id is None or req.acks not in (-1, 0, 1):
-        return _respond(ctx, req, validated=validated)
-    producers, targets = _transactional_batches(ctx.broker, req)
+        return _respond(ctx, req, refused, validated=validated)
+    producers, targets = _transactional_batches(ctx.broker, req, refused)
     if len(producers) > 1:
-        return _respond(ctx, req, all_failed=ProduceResult(
+        return _respond(ctx, req, refused, all_failed=ProduceResult(
             ErrorCode.INVALID_PRODUCER_ID_MAPPING,
             error_message="Transactional records contained more than one producer ID"))
     if ctx.api_version > 11 and targets:
         producer = next(iter(producers))
         targets = not_yet_in_transaction(targets, *producer)
         if targets:  # the transaction's first batch to some partition: the coordinator adds it first
-            return _add_then_respond(ctx, req, producer, targets, validated)
-    return _respond(ctx, req, validated=validated)
+            return _add_then_respond(ctx, req, producer, targets, validated, refused)
+    return _respond(ctx, req, refused, validated=validated)

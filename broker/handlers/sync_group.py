@@ -7,6 +7,8 @@ assignment is returned at once; during PreparingRebalance the answer is REBALANC
 Errors: UNKNOWN_MEMBER_ID (unknown or Empty group, unknown member), FENCED_INSTANCE_ID,
 ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL (v5 protocol type/name that differ from the
 group's, or are missing: KafkaApis requires both from v5), INVALID_GROUP_ID.
+Authorization (KafkaApis.handleSyncGroupRequest): after that v5 check, READ on the group, else
+GROUP_AUTHORIZATION_FAILED with an empty assignment.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Awaitable
 from broker.handlers.group_writes import replicated
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed
 from coordinator.group.group import SyncResult
 from protocol.errors import ErrorCode
 from protocol.messages import ApiMessage, lazy_response
@@ -42,6 +45,9 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
     protocol_name = req.protocol_name if v >= 5 else None
     if v >= 5 and (protocol_type is None or protocol_name is None):
         return build(SyncResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+    # KafkaApis.handleSyncGroupRequest: READ on the group
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
+        return build(SyncResult(error=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     return _answer(ctx, req.group_id, ctx.broker.group_coordinator.sync_group(
         req.group_id,
         req.generation_id,

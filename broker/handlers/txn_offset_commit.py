@@ -21,6 +21,9 @@ v6 (KIP-1319, Apache Kafka 4.4; built from Kafka 4.4.0's spec and bytecode) name
 an unknown id answers UNKNOWN_TOPIC_ID for each of its partitions, and a group that does not
 exist with a generation >= 0 answers GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION
 (STALE_MEMBER_EPOCH belongs to KIP-848 groups, which this broker does not have).
+
+Authorization: WRITE on the transactional id and READ on the group (the error on every partition),
+then READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from collections.abc import Awaitable
 from broker.handlers.group_writes import replicated
 from broker.handlers.registry import api
 from broker.net.context import RequestContext
+from broker.security.checks import Operation, ResourceType, allowed, filter_allowed
 from coordinator.group.manager import CommitPartition
 from coordinator.group.txn_offsets import TopicCommits, add_offsets_partition, commit_transactional_offsets
 from protocol.errors import ErrorCode
@@ -45,9 +49,19 @@ Errors = dict[tuple[str, int], ErrorCode]  # (topic, partition) -> its answer
 def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMessage]:
     v = ctx.api_version
     broker = ctx.broker
+    # KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id, READ on the group (every
+    # partition carries the refusal), then READ on each topic
+    if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return _every(ctx, req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
+        return _every(ctx, req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics, unknown_ids = broker.metadata.named_by_id(req.topics) if v >= 6 else (req.topics, {})
-    errors, known = broker.metadata.split_known_partitions(topics)
+    readable = filter_allowed(ctx, Operation.READ, ResourceType.TOPIC, (t.name for t in topics))
+    refused = {(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+               for t in topics if t.name not in readable for p in t.partitions}
+    errors, known = broker.metadata.split_known_partitions([t for t in topics if t.name in readable])
     errors.update(unknown_ids)
+    errors.update(refused)
     to_commit: TopicCommits = [
         (name, [CommitPartition(p.partition_index, p.committed_offset,
                                 p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata) for p in parts])
@@ -84,6 +98,15 @@ async def _add_then_commit(ctx: RequestContext, req: ApiMessage, errors: Errors,
     if to_commit and ctx.broker.shared is not None:
         return await _after_replication(ctx, req, _commit(ctx, req, errors, to_commit))
     return _commit(ctx, req, errors, to_commit)
+
+
+def _every(ctx: RequestContext, req: ApiMessage, code: ErrorCode) -> ApiMessage:
+    """TxnOffsetCommitRequest.getErrorResponse: the error on every requested partition."""
+    v = ctx.api_version
+    return Response(throttle_time_ms=0, topics=[
+        TopicResp(name=t.name if v < 6 else "", topic_id=t.topic_id if v >= 6 else None, partitions=[
+            PartResp(partition_index=p.partition_index, error_code=int(code)) for p in t.partitions])
+        for t in req.topics])
 
 
 def _commit(ctx: RequestContext, req: ApiMessage, errors: Errors, to_commit: TopicCommits) -> ApiMessage:

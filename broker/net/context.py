@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.security.acls import java_host
+
 if TYPE_CHECKING:
     from broker.services import Services
 
@@ -20,6 +22,12 @@ class RequestContext:
     local_host: str
     connection_id: str
     listener: str
+    principal: str = "User:ANONYMOUS"  # Kafka's KafkaPrincipal: the SASL user, the TLS subject, or ANONYMOUS
+
+    @property
+    def client_ip(self) -> str:
+        """The client's address as ACL hosts name it (Java's text form of the peer IP)."""
+        return java_host(self.client_host.rpartition(":")[0] or self.client_host)
 
 
 @dataclass(slots=True)

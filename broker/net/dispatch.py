@@ -24,6 +24,7 @@ from broker.control.request_keys import request_keys
 from broker.control.request_log import LoggedRequest, RequestLog
 from broker.handlers.registry import HANDLERS, ApiSpec
 from broker.net.context import NO_RESPONSE, RawResponse, RequestContext
+from broker.security.principal import ANONYMOUS
 from protocol.headers import MalformedHeader, parse_request_header, peek_api, response_header
 from protocol.messages import api_name
 from protocol.nullability import null_violation
@@ -84,7 +85,8 @@ class Dispatcher:
         self.controls = broker.controls
 
     def handle(
-        self, frame: bytes | bytearray, client_host: str, local_host: str, connection_id: str, listener: str
+        self, frame: bytes | bytearray, client_host: str, local_host: str, connection_id: str, listener: str,
+        principal: str = ANONYMOUS,
     ) -> Encoded | None | Awaitable[Encoded | None]:
         """Process one request frame. Raises CloseConnection for what Kafka drops."""
         try:
@@ -113,10 +115,10 @@ class Dispatcher:
         body = memoryview(frame)[header.body_offset:]
         if spec.decode is None and len(body) > DECODE_OFF_LOOP_BYTES:
             return self._decode_off_loop(spec, body, version, header, api_key, client_host, local_host,
-                                         connection_id, listener)
+                                         connection_id, listener, principal)
         request = self._decode(spec, body, version)
         return self._handle(spec, request, api_key, version, header, client_host, local_host, connection_id,
-                            listener)
+                            listener, principal)
 
     @staticmethod
     def _decode(spec: ApiSpec, body: memoryview, version: int) -> Any:
@@ -133,19 +135,20 @@ class Dispatcher:
 
     async def _decode_off_loop(self, spec: ApiSpec, body: memoryview, version: int, header: Any, api_key: int,
                                client_host: str, local_host: str, connection_id: str,
-                               listener: str) -> Encoded | None:
+                               listener: str, principal: str) -> Encoded | None:
         """A large request decoded by kafka-python's generic decoder (a megabyte can hold a million
         group ids) is decoded in a worker thread, then handled on the loop as any other."""
         request = await asyncio.to_thread(self._decode, spec, body, version)
         result = self._handle(spec, request, api_key, version, header, client_host, local_host, connection_id,
-                              listener)
+                              listener, principal)
         return await result if inspect.isawaitable(result) else result
 
     def _handle(self, spec: ApiSpec, request: Any, api_key: int, version: int, header: Any, client_host: str,
-                local_host: str, connection_id: str, listener: str) -> Encoded | None | Awaitable[Encoded | None]:
+                local_host: str, connection_id: str, listener: str,
+                principal: str) -> Encoded | None | Awaitable[Encoded | None]:
         ctx = RequestContext(
             self.broker, api_key, version, header.correlation_id, header.client_id, client_host, local_host,
-            connection_id, listener,
+            connection_id, listener, principal,
         )
         if self.controls.engaged:  # fault rules, the request log: the control endpoint's path
             return self._controlled(spec, request, ctx)
@@ -175,7 +178,7 @@ class Dispatcher:
             return
         quotas = self.broker.quotas
         throttle = quotas.record("request_percentage", ctx.client_id, seconds * 100,
-                                 user=user_of(self.broker, ctx.connection_id))
+                                 user=user_of(ctx.principal))
         if throttle <= 0:
             return
         quotas.mute(ctx.connection_id, max(throttle, int((quotas.muted_until.get(ctx.connection_id, 0)
@@ -194,8 +197,8 @@ class Dispatcher:
         keys = request_keys(ctx.api_key, request, broker.metadata.name_of) \
             if controls.logging or faults.need_keys else None
         entry = controls.requests.record(broker.clock.now_ms(), broker.node_id, ctx.connection_id, ctx.client_id,
-                                         ctx.client_host, ctx.api_key, ctx.api_version, ctx.correlation_id,
-                                         keys) if controls.logging else None
+                                         ctx.client_host, ctx.principal, ctx.api_key, ctx.api_version,
+                                         ctx.correlation_id, keys) if controls.logging else None
         picked = faults.pick(broker.node_id, ctx.api_key, ctx.client_id, keys) if faults.rules else None
         fault, scope = None, None
         if picked is not None:

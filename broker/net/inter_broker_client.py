@@ -1,6 +1,7 @@
 """A broker's own connection to another broker (Kafka's NetworkClient / NodeToNodeChannel, one
 request at a time): the replica fetcher's Fetch and the marker channel's WriteTxnMarkers go to the
-other broker's listener over the real wire, as Kafka's do.
+other broker's listener over the real wire, as Kafka's do (with TLS when the inter-broker listener
+is an SSL one).
 
 Requests and answers are kafka-python's generated classes (``protocol.messages``), so their
 layouts are Kafka's own.
@@ -9,6 +10,7 @@ layouts are Kafka's own.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from typing import Any
 
@@ -19,8 +21,10 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a broker's answer is bounded by what i
 
 
 class InterBrokerClient:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
+        self.tls = tls  # the inter-broker listener is an SSL one
         self.client_id = client_id
         self.timeout_s = timeout_s
         self._reader: asyncio.StreamReader | None = None
@@ -37,7 +41,7 @@ class InterBrokerClient:
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._writer is None or self._writer.is_closing() or self._reader is None:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.timeout_s)
+                asyncio.open_connection(self.host, self.port, ssl=self.tls), self.timeout_s)
         return self._reader, self._writer  # type: ignore[return-value]
 
     async def send(self, request: ApiMessage, version: int) -> Any:

@@ -29,6 +29,8 @@ import structlog
 from broker.net.dispatch import CloseConnection, Dispatcher, Encoded
 from broker.net.sasl import AuthenticationFailed, SaslSession
 from broker.net.socket_writer import SocketWriter
+from broker.net.tls import SSL_PROTOCOLS, server_context
+from broker.security.principal import ANONYMOUS, NoMatchingRule
 from protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
 from protocol.headers import MalformedHeader, peek_api
 from storage.log.file_region import FileRegion
@@ -71,6 +73,8 @@ class Connection(asyncio.Protocol):
         self.id = f"c{next(_ids)}"
         self.last_active = broker.wire_clock.monotonic()  # the last read or write, for connections.max.idle.ms
         self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, until authenticated
+        self.tls = False  # an SSL or SASL_SSL listener's connection: no sendfile (the bytes are encrypted)
+        self.tls_principal = ANONYMOUS  # the client certificate's principal (ssl.principal.mapping.rules)
         self.counted = False  # in the broker's connection counts (ConnectionQuotas)
         self.peer_ip = ""
         self.memory_paused = False  # paused for queued.max.request.bytes
@@ -98,6 +102,17 @@ class Connection(asyncio.Protocol):
             self.closed = True
             self.transport.abort()
             return
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.tls = True
+            try:
+                self.tls_principal = self.broker.tls_principal(self.listener, ssl_object)
+            except NoMatchingRule as e:  # Kafka fails the authentication and closes
+                log.info("connection refused", listener=self.listener, peer=self.peer, reason=str(e))
+                self.closed = True
+                self.transport.abort()
+                self.broker.connection_quotas.release(self.listener, self.peer_ip)
+                return
         self.counted = True
         self.broker.connections.add(self)
         self.sasl = self.broker.new_sasl_session(self.listener)
@@ -226,7 +241,8 @@ class Connection(asyncio.Protocol):
                 if verdict is _HANDLED:
                     continue
             try:
-                result = self.dispatcher.handle(frame, self.peer, self.local_host, self.id, self.listener)
+                result = self.dispatcher.handle(frame, self.peer, self.local_host, self.id, self.listener,
+                                                self.principal)
             except CloseConnection as e:
                 self._flush(out)
                 self._close(str(e))
@@ -298,6 +314,13 @@ class Connection(asyncio.Protocol):
             self._close(f"Unexpected Kafka request of type {api_key} during SASL handshake")
             return _CLOSED
         return _DISPATCH
+
+    @property
+    def principal(self) -> str:
+        """The SASL user once authenticated, else the TLS client's, else ANONYMOUS."""
+        if self.sasl is not None and self.sasl.principal is not None:
+            return self.sasl.principal
+        return self.tls_principal
 
     def _muted(self) -> bool:
         """A client over its quota: no further request is read until its throttle time has passed."""
@@ -388,8 +411,8 @@ class Connection(asyncio.Protocol):
             return
         try:
             if self.writer is None:
-                sock = self.transport.get_extra_info("socket")
-                if sock is None:
+                sock = None if self.tls else self.transport.get_extra_info("socket")
+                if sock is None:  # TLS encrypts in user space: the regions are read and written through it
                     copied = [b.read() if type(b) is FileRegion else b for b in buffers]
                     _close_regions(buffers)
                     self._flush(copied)
@@ -459,15 +482,18 @@ async def start_listeners(broker: Broker) -> list[asyncio.base_events.Server]:
     loop = asyncio.get_running_loop()
     dispatcher = Dispatcher(broker)
     servers = []
+    protocols = broker.config.listener_security_protocols()
     for name, host, port in broker.config.listeners():
         if name == "CONTROLLER":
             continue
+        tls = server_context(broker.config, name) if protocols.get(name) in SSL_PROTOCOLS else None
         server = await loop.create_server(
             lambda name=name: Connection(broker, dispatcher, name),
             host or None,
             port,
             reuse_address=True,
             backlog=1024,
+            ssl=tls,
         )
         bound = server.sockets[0].getsockname()
         broker.bound_ports[name] = bound[1]

@@ -4,6 +4,8 @@
     python -m broker.ops.admin_cli [-b HOST:PORT] list-topics
     python -m broker.ops.admin_cli [-b HOST:PORT] delete-topic orders
     python -m broker.ops.admin_cli [-b HOST:PORT] describe-cluster
+    python -m broker.ops.admin_cli [-b HOST:PORT] add-scram-user alice alice-secret [--mechanism SCRAM-SHA-512]
+    python -m broker.ops.admin_cli [-b HOST:PORT] add-acl --principal User:alice --operation Read --topic orders
 
 Built on kafka-python's ``KafkaAdminClient`` (a dependency of the broker already, so the image
 needs nothing more). ``create-topic`` takes ``NAME`` or ``NAME:PARTITIONS``; a topic that
@@ -90,8 +92,52 @@ def delete_topics(admin: Any, names: list[str]) -> int:
     return 0
 
 
+def add_scram_user(admin: Any, user: str, password: str, mechanism: str, iterations: int) -> int:
+    from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
+
+    kind = ScramMechanism[mechanism.replace("-", "_")]
+    errors = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, kind, password, iterations)])
+    if errors.get(user):
+        print(f"failed to set {mechanism} credentials of {user}: {errors[user]}", file=sys.stderr)
+        return 1
+    print(f"{mechanism} credentials of {user} set")
+    return 0
+
+
+def add_acls(admin: Any, args: argparse.Namespace) -> int:
+    """As ``kafka-acls.sh --add``: each operation on each resource named."""
+    from kafka.admin import (
+        ACL,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    pattern = ACLResourcePatternType.PREFIXED if args.prefixed else ACLResourcePatternType.LITERAL
+    resources = [ResourcePattern(ResourceType.TOPIC, t, pattern) for t in args.topic]
+    resources += [ResourcePattern(ResourceType.GROUP, g, pattern) for g in args.group]
+    resources += [ResourcePattern(ResourceType.TRANSACTIONAL_ID, x, pattern) for x in args.transactional_id]
+    if args.cluster:
+        resources.append(ResourcePattern(ResourceType.CLUSTER, "kafka-cluster"))
+    if not resources:
+        print("add-acl: name at least one --topic, --group, --transactional-id or --cluster", file=sys.stderr)
+        return 1
+    permission = ACLPermissionType.DENY if args.deny else ACLPermissionType.ALLOW
+    acls = [ACL(args.principal, args.host, ACLOperation[op.upper().replace("-", "_")], permission, resource)
+            for resource in resources for op in args.operation]
+    result = admin.create_acls(acls)
+    for acl, error in result.get("failed", []):
+        print(f"failed to add {acl}: {error}", file=sys.stderr)
+    for acl in result.get("succeeded", []):
+        print(f"added {acl}")
+    return 1 if result.get("failed") else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m broker.ops.admin_cli", description="Topic administration.")
+    p = argparse.ArgumentParser(prog="python -m broker.ops.admin_cli",
+                                description="Topics, SCRAM users and ACLs.")
     p.add_argument("--bootstrap", "-b", default=os.environ.get("BOOTSTRAP_SERVERS", "localhost:9092"),
                    help="host:port[,host:port] (default: $BOOTSTRAP_SERVERS or localhost:9092)")
     p.add_argument("--wait", type=float, default=0.0, help="retry connecting for this many seconds")
@@ -105,6 +151,22 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("topics", nargs="+")
     sub.add_parser("list-topics", help="list topic names")
     sub.add_parser("describe-cluster", help="cluster id, controller and brokers")
+    s = sub.add_parser("add-scram-user", help="set a user's SCRAM credentials (as kafka-configs.sh --alter "
+                                              "--add-config SCRAM-SHA-512=[password=...])")
+    s.add_argument("user")
+    s.add_argument("password")
+    s.add_argument("--mechanism", default="SCRAM-SHA-512", choices=("SCRAM-SHA-256", "SCRAM-SHA-512"))
+    s.add_argument("--iterations", type=int, default=8192)
+    a = sub.add_parser("add-acl", help="add ACLs (as kafka-acls.sh --add)")
+    a.add_argument("--principal", required=True, help="User:<name>")
+    a.add_argument("--operation", action="append", required=True, help="Read, Write, Describe, All ... (repeatable)")
+    a.add_argument("--topic", action="append", default=[])
+    a.add_argument("--group", action="append", default=[])
+    a.add_argument("--transactional-id", action="append", default=[])
+    a.add_argument("--cluster", action="store_true")
+    a.add_argument("--prefixed", action="store_true", help="the names are prefixes (--resource-pattern-type prefixed)")
+    a.add_argument("--deny", action="store_true", help="a DENY rule (default ALLOW)")
+    a.add_argument("--host", default="*")
     args = p.parse_args(argv)
     try:
         configs = parse_configs(getattr(args, "config", []))
@@ -123,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
             for name in sorted(admin.list_topics()):
                 print(name)
             return 0
+        if args.command == "add-scram-user":
+            return add_scram_user(admin, args.user, args.password, args.mechanism, args.iterations)
+        if args.command == "add-acl":
+            return add_acls(admin, args)
         cluster = admin.describe_cluster()
         print(f"cluster_id={cluster['cluster_id']} controller={cluster['controller_id']}")
         for b in cluster["brokers"]:

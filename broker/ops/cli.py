@@ -21,7 +21,9 @@ from broker.cluster_process import ClusterProcess
 from broker.config.broker_config import BrokerConfig
 from broker.control.controls import Controls
 from broker.control.setup import build_controls, process_clock
+from broker.net.tls import check_listeners
 from broker.ops import logs
+from broker.security.authorizer import authorizer_settings
 from broker.single_node import SingleNode
 from storage.clock import SYSTEM_CLOCK, Clock
 
@@ -106,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         if config.get("cluster.brokers") < 1:
             raise ValueError("cluster.brokers (--brokers) must be at least 1")
         config.validate_listeners()
+        check_listeners(config)  # TLS keystores and truststores are read now: a bad one stops the start
+        authorizer_settings(config)
         clock, controls = process_clock(config), build_controls(config)
     except (OSError, ValueError) as e:
         print(f"pykafka-broker: configuration error: {e}", file=sys.stderr)

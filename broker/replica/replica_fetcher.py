@@ -43,7 +43,8 @@ class ReplicaFetcher:
         self.broker = broker
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], FetchState] = {}
-        self.client = InterBrokerClient(host, port, client_id=f"broker-{broker.node_id}-fetcher-{leader_id}")
+        self.client = InterBrokerClient(host, port, client_id=f"broker-{broker.node_id}-fetcher-{leader_id}",
+                                        tls=broker.replication.inter_broker_tls())
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 

@@ -9,12 +9,14 @@ this broker keeps the high watermark at the log end and answers at once, as a si
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import structlog
 
 from broker.cluster.partition_change import NO_LEADER, PartitionRegistration
+from broker.net.tls import client_context
 from broker.replica.isr import LeaderReplicas
 from broker.replica.replica_fetcher import ReplicaFetcher
 from coordinator.group.coordinator import OFFSETS_TOPIC
@@ -37,6 +39,7 @@ class Replication:
         self.epochs: dict[TopicPartition, int] = {}  # the leader epoch each led partition was taken at
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._hw_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._tls: ssl.SSLContext | None = None  # to the other brokers' SSL inter-broker listener
 
     # --- roles (the metadata publisher calls these) ----------------------------------------------
 
@@ -181,6 +184,16 @@ class Replication:
         if name:
             return str(name)
         return config.listeners()[0][0]
+
+    def inter_broker_tls(self) -> ssl.SSLContext | None:
+        """The TLS context of this broker's connections to the others, when the inter-broker listener
+        is an SSL one (its truststore checks them, its keystore is this broker's certificate)."""
+        listener = self.inter_broker_listener()
+        if self.broker.config.listener_security_protocols().get(listener) != "SSL":
+            return None
+        if self._tls is None:
+            self._tls = client_context(self.broker.config, listener)
+        return self._tls
 
     def _stop_following(self, key: TopicPartition) -> None:
         for fetcher in self.fetchers.values():

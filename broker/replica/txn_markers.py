@@ -110,7 +110,8 @@ class InProcessMarkerChannel:
         client = self._clients.get(leader)
         if client is None:
             client = self._clients[leader] = InterBrokerClient(
-                *endpoint, client_id=f"broker-{self.broker.node_id}-txn-markers")
+                *endpoint, client_id=f"broker-{self.broker.node_id}-txn-markers",
+                tls=self.broker.replication.inter_broker_tls())
         client.retarget(*endpoint)
         Request = request_class(27)
         topics: dict[str, list[int]] = {}

@@ -122,6 +122,10 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+    # With an authorizer: whether the member may DESCRIBE a topic. Regular expressions then resolve to
+    # those topics only, as Kafka's TopicRegexResolver resolves them as the member whose heartbeat
+    # refreshed them (filterTopicDescribeAuthorizedTopics); None: every topic.
+    topic_describable: Callable[[str], bool] | None = None
 
 
 @dataclass(slots=True)
@@ -163,6 +167,8 @@ class ConsumerGroupManager:
         self.convert_empty_classic = convert_empty_classic  # its tombstone records; forgets it once written
         self.groups: dict[str, ConsumerGroup] = {}
         self._regex_cache: dict[str, re.Pattern] = {}
+        # group id -> the topics its regexes may resolve to: the last heartbeat's (HeartbeatRequest.topic_describable)
+        self._regex_filters: dict[str, Callable[[str], bool]] = {}
 
     # ======================================================================================
     # ConsumerGroupHeartbeat
@@ -220,22 +226,30 @@ class ConsumerGroupManager:
             p = self._regex_cache[regex] = re.compile(regex)
         return p
 
-    def resolve_regex(self, regex: str) -> list[str]:
+    def resolve_regex(self, regex: str, group_id: str | None = None) -> list[str]:
         """The topics whose whole name matches (RE2J ``matches``); internal topics are not skipped,
-        as Kafka does not skip them."""
+        as Kafka does not skip them. For a group, only those its last heartbeat's member may
+        DESCRIBE when an authorizer is configured (the others are left out silently)."""
         if self.topics is None or not regex:
             return []
         try:
             p = self._pattern(regex)
         except re.error:
             return []
-        return sorted(n for n in self.topics.topics if p.fullmatch(n))
+        describable = self._regex_filters.get(group_id) if group_id is not None else None
+        return sorted(n for n in self.topics.topics if p.fullmatch(n) and (describable is None or describable(n)))
+
+    def regex_resolver(self, group_id: str) -> Callable[[str], list[str]]:
+        """``resolve_regex`` for one group (ConsumerGroup.subscribed_topic_names takes it)."""
+        return lambda regex: self.resolve_regex(regex, group_id)
 
     # --- the regular heartbeat -------------------------------------------------------------
 
     def _heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         records: list[Record] = []
         group = self._group_for_heartbeat(req, records)
+        if req.topic_describable is not None:  # this heartbeat's member resolves the group's regexes
+            self._regex_filters[req.group_id] = req.topic_describable
         member_id = req.member_id or _new_member_id()
         joining = req.member_epoch == JOIN_EPOCH
         if joining and member_id not in group.members and len(group.members) >= self.config.max_size and \
@@ -272,7 +286,7 @@ class ConsumerGroupManager:
         members = {m.member_id: m for m in group.members.values()
                    if replaced is None or m.member_id != replaced.member_id}
         members[updated.member_id] = updated
-        metadata_hash = self._metadata_hash(members.values())
+        metadata_hash = self._metadata_hash(members.values(), group.group_id)
         if metadata_hash != group.metadata_hash and not bumps:
             bumps = 1
         group_epoch = group.group_epoch + bumps
@@ -300,7 +314,7 @@ class ConsumerGroupManager:
         # 3. Reconcile the member with its target.
         subscription_changed = (updated.subscribed_topic_names, updated.subscribed_topic_regex) != \
             (member.subscribed_topic_names, member.subscribed_topic_regex)
-        subscribed = self._topic_ids(updated) if subscription_changed and not new_member else None
+        subscribed = self._topic_ids(updated, group.group_id) if subscription_changed and not new_member else None
         reconciled = reconcile(updated, target_epoch, targets.get(updated.member_id, {}), group, req.owned, subscribed)
         if new_member or reconciled.assignment_key() != member.assignment_key():
             records.append(self._current_assignment_record(group.group_id, reconciled))
@@ -397,7 +411,7 @@ class ConsumerGroupManager:
         subscriptions: dict[str, frozenset[uuid.UUID]] = {}
         for m in members.values():
             ids = []
-            for topic in self._member_topics(m):
+            for topic in self._member_topics(m, group.group_id):
                 info = self.topics.get(topic) if self.topics is not None else None
                 if info is not None:
                     partitions[info.topic_id] = info.partitions
@@ -416,22 +430,22 @@ class ConsumerGroupManager:
         return max(votes, key=lambda a: (votes[a], -self.config.assignors.index(a) if a in self.config.assignors
                                          else -99))
 
-    def _topic_ids(self, m: ConsumerGroupMember) -> frozenset[uuid.UUID]:
-        infos = (self.topics.get(t) for t in self._member_topics(m)) if self.topics is not None else ()
+    def _topic_ids(self, m: ConsumerGroupMember, group_id: str) -> frozenset[uuid.UUID]:
+        infos = (self.topics.get(t) for t in self._member_topics(m, group_id)) if self.topics is not None else ()
         return frozenset(info.topic_id for info in infos if info is not None)
 
-    def _member_topics(self, m: ConsumerGroupMember) -> list[str]:
+    def _member_topics(self, m: ConsumerGroupMember, group_id: str) -> list[str]:
         topics = list(m.subscribed_topic_names)
         if m.subscribed_topic_regex:
-            topics += self.resolve_regex(m.subscribed_topic_regex)
+            topics += self.resolve_regex(m.subscribed_topic_regex, group_id)
         return topics
 
-    def _metadata_hash(self, members: Iterable[ConsumerGroupMember]) -> int:
+    def _metadata_hash(self, members: Iterable[ConsumerGroupMember], group_id: str) -> int:
         """A hash of the subscribed topics' ids and partition counts: a change moves the group epoch."""
         if self.topics is None:
             return 0
         parts = []
-        for name in sorted({t for m in members for t in self._member_topics(m)}):
+        for name in sorted({t for m in members for t in self._member_topics(m, group_id)}):
             info = self.topics.get(name)
             if info is not None:
                 parts.append(f"{name}:{info.topic_id}:{info.partitions}")
@@ -472,7 +486,7 @@ class ConsumerGroupManager:
         """Fence a member: its records go, the group epoch moves so the others get its partitions."""
         remaining = [m for mid, m in group.members.items() if mid != member_id]
         records = self._member_tombstones(group.group_id, member_id)
-        records.append(self._group_epoch_record(group.group_id, group.group_epoch + 1, self._metadata_hash(remaining)))
+        records.append(self._group_epoch_record(group.group_id, group.group_epoch + 1, self._metadata_hash(remaining, group.group_id)))
         self._write_and_replay(group.group_id, records)
         self.timer.cancel(session_key(group.group_id, member_id))
         self.timer.cancel(rebalance_key(group.group_id, member_id))
@@ -590,6 +604,7 @@ class ConsumerGroupManager:
 
     def forget(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
+        self._regex_filters.pop(group_id, None)
         if group is not None:
             for mid in group.members:
                 self.timer.cancel(session_key(group_id, mid))
@@ -664,6 +679,7 @@ class ConsumerGroupManager:
         """Drop these consumer groups and their timers (their partition moved to another broker)."""
         for group_id in group_ids:
             group = self.groups.pop(group_id, None)
+            self._regex_filters.pop(group_id, None)
             if group is None:
                 continue
             for member_id in group.members:

@@ -887,7 +887,7 @@ class GroupMetadataManager:
         consumer_group = self.consumer.groups.get(group_id) if group is None else None
         is_subscribed: Callable[[str], bool]
         if consumer_group is not None:
-            is_subscribed = consumer_group.subscribed_topic_names(self.consumer.resolve_regex).__contains__
+            is_subscribed = consumer_group.subscribed_topic_names(self.consumer.regex_resolver(group_id)).__contains__
         elif group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, []
         else:
@@ -1096,7 +1096,7 @@ class GroupMetadataManager:
         removed = 0
         retention = self.config.offsets_retention_ms
         for gid, group in list(self.consumer.groups.items()):
-            subscribed = group.subscribed_topic_names(self.consumer.resolve_regex)
+            subscribed = group.subscribed_topic_names(self.consumer.regex_resolver(gid))
             expired: list[tuple[str, int]] = []
             total = 0
             for topic, parts in self.offsets.group_offsets(gid).items():

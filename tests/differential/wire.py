@@ -8,6 +8,7 @@ from the broker under test, so the same bytes go to Apache Kafka and to ours.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 
@@ -23,10 +24,13 @@ class ConnectionClosed(Exception):
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 15.0, client_id: str = "differential") -> None:
+    def __init__(self, bootstrap: str, timeout: float = 15.0, client_id: str = "differential",
+                 tls: ssl.SSLContext | None = None) -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.bootstrap = bootstrap
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if tls is not None:  # an SSL listener
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.client_id = client_id
         self.correlation_id = 0
 

@@ -34,6 +34,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.support.broker_process import ROOT, BrokerProcess, free_port, free_port_block
+from tests.support.pki import PASSWORD, make_pki
 
 GO_MODULE = ROOT / "tests" / "go"
 KGO = "github.com/twmb/franz-go/pkg/kgo"
@@ -69,6 +70,9 @@ EXPECTED_SKIPS = {
     # the test skips the same way against Apache Kafka 4.x.
     "TestIssueProduceBrokerTooOldFailsRecords": "Produce advertised from v0, as Kafka 4.x does",
 }
+# Not run over TLS: it dials with its own Dialer, which franz-go refuses alongside KGO_TEST_TLS's
+# DialTLSConfig ("cannot set both Dialer and DialTLSConfig"): the test cannot make a client at all.
+NOT_OVER_TLS = ("TestIssue769",)
 # The tests that talk to the broker most; each must run and pass, not skip.
 MUST_PASS = ("TestGroupETL", "TestTxnEtl", "TestGroupSimple", "TestClient_Produce", "TestConsumeRegex",
              "TestAddRemovePartitions", "TestIssue434", "TestIssue337", "TestDirectPartitionPurge",
@@ -95,13 +99,27 @@ def kgo_tests(tmp_path_factory) -> tuple[Path, Path]:
     return binary, Path(listed.stdout.strip())
 
 
-@pytest.fixture(scope="module", params=[1, 3], ids=["one-broker", "three-brokers"])
+@pytest.fixture(scope="module", params=[1, 3, "tls"], ids=["one-broker", "three-brokers", "tls"])
 def our_broker(tmp_path_factory, request):
     """The broker (or ``--brokers 3``), with a SASL_PLAINTEXT listener and a SCRAM-SHA-256 user for
-    franz-go's SCRAM tests."""
-    brokers = request.param
+    franz-go's SCRAM tests; ``tls``: one broker whose client listener is SSL with client
+    certificates (mutual TLS), franz-go's KGO_TEST_TLS for every client of the suite."""
+    brokers = 1 if request.param == "tls" else request.param
     data = tmp_path_factory.mktemp("franz-go-broker") / "data"
-    if brokers == 1:
+    tls = None
+    if request.param == "tls":
+        pki = make_pki(data.parent / "pki")
+        port, sasl_port = free_port(), free_port()
+        b = BrokerProcess(data, port=port, overrides={
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512", "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(pki.broker.p12), "ssl.keystore.password": PASSWORD,
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_pem), "ssl.client.auth": "required"})
+        # franz-go's SCRAM tests make their own clients without KGO_TEST_TLS: their listener stays plain
+        b.overrides["listeners"] = f"SSL://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        client = pki.clients["client"]
+        tls = f"ca:{pki.ca_pem},cert:{client.cert_pem},key:{client.key_pem}"
+        b.probe_tls = (str(pki.ca_pem), str(client.cert_pem), str(client.key_pem))
+    elif brokers == 1:
         port, sasl_port = free_port(), free_port()
         b = BrokerProcess(data, port=port, overrides={"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"})
     else:  # brokers listen on port + (id - 1), for each listener: two blocks of 3 and the control port
@@ -110,14 +128,18 @@ def our_broker(tmp_path_factory, request):
         b = BrokerProcess(data, port=port, overrides={
             "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512", "cluster.brokers": str(brokers),
             "control.port": str(control_port)})
-    b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    if tls is None:
+        b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
     b.start()
     if brokers > 1:
         b.wait_for_cluster(control_port)
     b.brokers = brokers
     b.seeds = ",".join(f"127.0.0.1:{port + i}" for i in range(brokers))
     b.scram_seeds = ",".join(f"127.0.0.1:{sasl_port + i}" for i in range(brokers))
-    admin = AdminClient({"bootstrap.servers": b.seeds})  # must outlive the future
+    b.tls = tls
+    admin = AdminClient({"bootstrap.servers": b.seeds, **({"security.protocol": "SSL", "ssl.ca.location": b.probe_tls[0],
+                         "ssl.certificate.location": b.probe_tls[1], "ssl.key.location": b.probe_tls[2]}
+                                                         if tls else {})})  # must outlive the future
     admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
         SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), SCRAM_PASSWORD.encode())
     ])[SCRAM_USER].result(15)
@@ -138,8 +160,10 @@ def test_franz_go_kgo_suite(kgo_tests, our_broker) -> None:
         "KGO_TEST_STABLE_FETCH": "true",
         "KGO_TEST_SCRAM_SEEDS": our_broker.scram_seeds,
         "KGO_TEST_SCRAM": f"{SCRAM_USER}:{SCRAM_PASSWORD}",
+        **({"KGO_TEST_TLS": our_broker.tls} if our_broker.tls else {}),
     }
-    run = subprocess.run([str(binary), "-test.count=1", "-test.v", "-test.timeout=12m"], cwd=package_dir,
+    only_plain = [f"-test.skip=^({'|'.join(NOT_OVER_TLS)})$"] if our_broker.tls else []
+    run = subprocess.run([str(binary), "-test.count=1", "-test.v", "-test.timeout=12m", *only_plain], cwd=package_dir,
                          env=env, capture_output=True, text=True, timeout=900)
     out = run.stdout + run.stderr
     results: dict[str, str] = {name: status for status, name in RESULT.findall(out)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import time
@@ -44,10 +45,17 @@ def free_port_block(count: int) -> int:
     raise RuntimeError(f"no block of {count} free ports")
 
 
-def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
-    """Send a real ApiVersions v0 request and check the answer's error code."""
+def api_versions_ok(host: str, port: int, timeout: float = 1.0,
+                    tls: tuple[str, str, str] | None = None) -> bool:
+    """Send a real ApiVersions v0 request and check the answer's error code; ``tls``: (CA, client
+    certificate, key) PEM files for an SSL listener."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as plain:
+            s = plain
+            if tls is not None:
+                context = ssl.create_default_context(cafile=tls[0])
+                context.load_cert_chain(tls[1], tls[2])
+                s = context.wrap_socket(plain, server_hostname=host)
             client = b"probe"
             body = struct.pack(">hhih", 18, 0, 1, len(client)) + client
             s.sendall(struct.pack(">i", len(body)) + body)
@@ -55,7 +63,7 @@ def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
             size = struct.unpack(">i", head)[0]
             resp = _recv(s, size)
             return struct.unpack_from(">ih", resp, 0) == (1, 0)
-    except OSError:
+    except (OSError, ssl.SSLError):
         return False
 
 
@@ -79,6 +87,7 @@ class BrokerProcess:
         self.command_prefix = command_prefix or []  # e.g. ["prlimit", "--nofile=2048"]
         self.proc: subprocess.Popen | None = None
         self.log_path = Path(self.data_dir).parent / f"broker-{self.port}.log"
+        self.probe_tls: tuple[str, str, str] | None = None  # (CA, cert, key) when the probed listener is SSL
 
     @property
     def bootstrap(self) -> str:
@@ -99,7 +108,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
-            if api_versions_ok("127.0.0.1", self.port):
+            if api_versions_ok("127.0.0.1", self.port, tls=self.probe_tls):
                 return self
             time.sleep(0.05)
         self.kill()

@@ -220,13 +220,18 @@ class KafkaReference:
     """A single-node Apache Kafka (KRaft, combined broker+controller) on free loopback ports."""
 
     def __init__(self, cache: Path | None = None, heap: str = "512m",
-                 extra_props: Mapping[str, object] | None = None):
+                 extra_props: Mapping[str, object] | None = None,
+                 extra_listeners: Mapping[str, str] | None = None):
+        """``extra_listeners``: {name: security protocol} served beside PLAINTEXT, each on a free
+        port (``listener_ports``), with their settings in ``extra_props`` (listener.name.<l>.*)."""
         self.version = kafka_version()
         pom_hash = hashlib.sha256(KAFKA_REF_POM.read_bytes()).hexdigest()[:10]
         self.home = (cache or cache_root()) / f"kafka-{self.version}-{pom_hash}"
         self.libs = self.home / "libs"
         self.heap = heap
         self.extra_props = dict(extra_props or {})
+        self.extra_listeners = dict(extra_listeners or {})
+        self.listener_ports: dict[str, int] = {}
         self.proc: subprocess.Popen | None = None
         self.workdir: Path | None = None
         self.port: int | None = None
@@ -301,6 +306,11 @@ class KafkaReference:
             "log.retention.check.interval.ms": 3600000,
             "log.initial.task.delay.ms": 3600000,
         }
+        for name, protocol in self.extra_listeners.items():
+            port = self.listener_ports[name]
+            props["listeners"] = f"{props['listeners']},{name}://127.0.0.1:{port}"
+            props["advertised.listeners"] = f"{props['advertised.listeners']},{name}://127.0.0.1:{port}"
+            props["listener.security.protocol.map"] = f"{props['listener.security.protocol.map']},{name}:{protocol}"
         props.update(self.extra_props)
         return props
 
@@ -342,6 +352,12 @@ class KafkaReference:
         self.port, self.controller_port = free_port(), free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
+        self.listener_ports = {}
+        for name in self.extra_listeners:
+            port = free_port()
+            while port in (self.port, self.controller_port, *self.listener_ports.values()):
+                port = free_port()
+            self.listener_ports[name] = port
         props = self.server_properties(workdir, self.port, self.controller_port)
         conf = workdir / "server.properties"
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -23,7 +23,7 @@ def _ctx(version: int, group_coordinator=SimpleNamespace(  # noqa: B008 - not mu
     info = SimpleNamespace(name="t", topic_id=KNOWN, partitions=2)
     metadata = SimpleNamespace(by_id={KNOWN: info}, topics={"t": info},
                                name_of=lambda topic_id: info.name if topic_id == KNOWN else None)
-    return SimpleNamespace(api_version=version, broker=SimpleNamespace(metadata=metadata,
+    return SimpleNamespace(api_version=version, broker=SimpleNamespace(metadata=metadata, authorizer=None,
                                                                        group_coordinator=group_coordinator))
 
 

@@ -155,7 +155,7 @@ def test_expire_idle_producers_keeps_open_transactions_and_recent_ones(tmp_path)
 
 
 def _ctx(version: int, txn_coordinator=None, producer_ids=None):
-    broker = SimpleNamespace(txn_coordinator=txn_coordinator, producer_ids=producer_ids or _Ids())
+    broker = SimpleNamespace(txn_coordinator=txn_coordinator, producer_ids=producer_ids or _Ids(), authorizer=None)
     return SimpleNamespace(broker=broker, api_version=version)
 
 

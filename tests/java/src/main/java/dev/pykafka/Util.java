@@ -87,6 +87,15 @@ final class Util {
         p.put("reconnect.backoff.max.ms", "1000");
         p.put("retry.backoff.max.ms", "1000");
         p.put("metadata.max.age.ms", "10000");
+        // SCENARIO_CLIENT_CONFIG: a properties file every client also takes (security.protocol, ssl.*, sasl.*)
+        String extra = System.getenv("SCENARIO_CLIENT_CONFIG");
+        if (extra != null && !extra.isEmpty()) {
+            try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(extra))) {
+                p.load(r);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
         return p;
     }
 
