@@ -142,7 +142,7 @@ def test_a_wrong_ca_is_refused_by_the_client(kafka: KafkaCluster, tmp_path: Path
     assert not _delivered({**_mtls(kafka, pki), "ssl.ca.location": str(other.ca_pem)}, "tls-wrong-ca")
 
 
-def test_kafka_python_over_mutual_tls(kafka: KafkaCluster, pki: Pki) -> None:
+def test_kafka_python_over_mutual_tls_with_a_transaction(kafka: KafkaCluster, pki: Pki) -> None:
     alice = pki.clients["alice"]
     tls = dict(security_protocol="SSL", ssl_cafile=str(pki.ca_pem), ssl_certfile=str(alice.cert_pem),
                ssl_keyfile=str(alice.key_pem), ssl_check_hostname=True)
@@ -151,27 +151,34 @@ def test_kafka_python_over_mutual_tls(kafka: KafkaCluster, pki: Pki) -> None:
         producer.send("tls-kafka-python", b"%d" % i, partition=0)
     producer.flush(30)
     producer.close()
+    transactional = KafkaProducer(bootstrap_servers=kafka.ssl, transactional_id="tls-kp-tx", **tls)
+    transactional.init_transactions()
+    transactional.begin_transaction()
+    transactional.send("tls-kafka-python", b"in a transaction", partition=0)
+    transactional.commit_transaction()
+    transactional.close()
     consumer = KafkaConsumer("tls-kafka-python", bootstrap_servers=kafka.ssl, group_id="kp", auto_offset_reset="earliest",
-                             consumer_timeout_ms=10000, **tls)
+                             isolation_level="read_committed", consumer_timeout_ms=10000, **tls)
     got = [m.value for m in consumer]
     consumer.close()
-    assert got == [b"%d" % i for i in range(50)]
+    assert got == [b"%d" % i for i in range(50)] + [b"in a transaction"]
 
 
-def test_aiokafka_over_sasl_ssl(kafka: KafkaCluster, pki: Pki) -> None:
+def test_aiokafka_over_sasl_ssl_with_a_transaction(kafka: KafkaCluster, pki: Pki) -> None:
     async def run() -> list[bytes]:
         context = ssl.create_default_context(cafile=str(pki.ca_pem))
         auth = dict(security_protocol="SASL_SSL", ssl_context=context, sasl_mechanism="SCRAM-SHA-512",
                     sasl_plain_username=SCRAM_USER, sasl_plain_password=SCRAM_PASSWORD)
-        producer = AIOKafkaProducer(bootstrap_servers=kafka.sasl_ssl, enable_idempotence=True, **auth)
+        producer = AIOKafkaProducer(bootstrap_servers=kafka.sasl_ssl, transactional_id="tls-aio-tx", **auth)
         await producer.start()
         try:
-            for i in range(50):
-                await producer.send_and_wait("tls-aiokafka", b"%d" % i, partition=0)
+            async with producer.transaction():
+                for i in range(50):
+                    await producer.send_and_wait("tls-aiokafka", b"%d" % i, partition=0)
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer("tls-aiokafka", bootstrap_servers=kafka.sasl_ssl, group_id="aio",
-                                    auto_offset_reset="earliest", **auth)
+                                    auto_offset_reset="earliest", isolation_level="read_committed", **auth)
         await consumer.start()
         out: list[bytes] = []
         try:
