@@ -1,0 +1,5 @@
+"""``python -m broker.inspect``: see ``broker.inspect.cli``."""
+
+from broker.inspect.cli import main
+
+raise SystemExit(main())
