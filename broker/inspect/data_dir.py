@@ -54,21 +54,17 @@ class PartitionDir:
         return None if u is None else uuid_to_kafka_str(u)
 
 
-def _is_log_dir(path: str) -> bool:
-    return os.path.exists(os.path.join(path, "meta.properties")) or any(
-        _PARTITION_DIR.fullmatch(n) and os.path.isdir(os.path.join(path, n)) for n in os.listdir(path))
-
-
 def log_dirs(spec: str) -> list[tuple[str, int | None]]:
     """(log dir, broker id or None) for ``spec``: comma-separated paths, each a log dir or a
-    ``--brokers N`` data directory of ``broker-<i>`` log dirs."""
+    ``--brokers N`` data directory of ``broker-<i>`` log dirs (one without a ``meta.properties``
+    of its own)."""
     out: list[tuple[str, int | None]] = []
     for path in filter(None, (p.strip() for p in spec.split(","))):
         if not os.path.isdir(path):
             raise FileNotFoundError(f"no such data directory: {path}")
         brokers = sorted((int(m.group(1)), os.path.join(path, n)) for n in os.listdir(path)
                          if (m := _BROKER_DIR.fullmatch(n)) and os.path.isdir(os.path.join(path, n)))
-        if brokers and not _is_log_dir(path):
+        if brokers and not os.path.exists(os.path.join(path, "meta.properties")):
             out += [(d, b) for b, d in brokers]
         else:
             out.append((path, None))

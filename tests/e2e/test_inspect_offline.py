@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,9 +28,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing import KafkaCluster
-from tests.support.kafka_reference import cache_root, kafka_version
+from tests.support.dump_log import compare, inspect, needs_dump_log
 
-ROOT = Path(__file__).resolve().parents[2]
 PRODUCE_TIMEOUT = 15
 
 
@@ -123,11 +120,6 @@ def data_dir(tmp_path_factory) -> Path:
     return root / "data"
 
 
-def inspect(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.inspect", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
-
-
 def partition_files(data: Path, topic: str, partition: int) -> list[str]:
     d = data / f"{topic}-{partition}"
     return sorted(str(p) for p in d.iterdir() if p.suffix in (".log", ".index", ".timeindex", ".txnindex",
@@ -139,72 +131,11 @@ def coordinator_log(data: Path, topic: str) -> list[str]:
     return sorted(str(p) for p in data.glob(f"{topic}-*/00000000000000000000.log") if p.stat().st_size)
 
 
-# --- Kafka's DumpLogSegments -------------------------------------------------------------------
-
-
-def _kafka_libs() -> Path | None:
-    for libs in sorted(cache_root().glob(f"kafka-{kafka_version()}-*/libs")):
-        if list(libs.glob("kafka-tools-*.jar")):
-            return libs
-    return None
-
-
-def kafka_dump(files: list[str], *flags: str) -> subprocess.CompletedProcess:
-    libs = _kafka_libs()
-    if libs is None:
-        pytest.skip("the reference Kafka jars are not in the cache (python -m tests.support.kafka_reference fetch)")
-    cmd = ["java", "-Xmx256m", "-cp", str(libs / "*"), "org.apache.kafka.tools.DumpLogSegments",
-           "--files", ",".join(files), *flags]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
-
-
-_LABEL = re.compile(r"([A-Za-z]+): (\S+)")
-
-
-def fields(line: str) -> dict[str, object]:
-    """A DumpLogSegments line as its fields: ``label: value`` pairs; a record's key and payload
-    parsed as JSON when they are (the coordinator decoders); other lines whole."""
-    head, _, payload = line.partition(" payload: ")
-    head, _, key = head.partition(" key: ")
-    out: dict[str, object] = {}
-    if line.startswith(("Dumping ", "Log starting offset: ")) or not _LABEL.search(head):
-        return {"line": line}
-    for label, value in _LABEL.findall(head):
-        out[label] = value
-    for name, text in (("key", key), ("payload", payload)):
-        if text:
-            try:
-                out[name] = json.loads(text)
-            except ValueError:
-                out[name] = text
-    return out
-
-
-def assert_same_dump(ours: str, kafka: str) -> None:
-    """Line by line, field by field; then the whole text."""
-    ours_lines, kafka_lines = ours.splitlines(), kafka.splitlines()
-    for i, (o, k) in enumerate(zip(ours_lines, kafka_lines, strict=False)):
-        fo, fk = fields(o), fields(k)
-        if fo != fk:
-            diff = {f: (fo.get(f), fk.get(f)) for f in fo.keys() | fk.keys() if fo.get(f) != fk.get(f)}
-            pytest.fail(f"line {i + 1} differs in {sorted(diff)}: ours/kafka {diff}\n  ours:  {o}\n  kafka: {k}")
-    assert len(ours_lines) == len(kafka_lines), f"{len(ours_lines)} lines, Kafka printed {len(kafka_lines)}"
-    assert ours == kafka
-
-
-def compare(files: list[str], *flags: str) -> str:
-    kafka = kafka_dump(files, *flags)
-    ours = inspect("files", *files, *flags)
-    assert ours.returncode == 0, ours.stderr
-    assert_same_dump(ours.stdout, kafka.stdout)
-    assert ours.stderr == kafka.stderr
-    return ours.stdout
-
-
 # --- files, against Kafka --------------------------------------------------------------------
 
 
 @pytest.mark.java
+@needs_dump_log
 def test_user_topic_files_match_dump_log_segments(data_dir):
     files = partition_files(data_dir, "orders", 0) + partition_files(data_dir, "out", 0)
     assert sum(f.endswith(".log") for f in files) >= 3 and any(f.endswith(".txnindex") for f in files)
@@ -218,6 +149,7 @@ def test_user_topic_files_match_dump_log_segments(data_dir):
 
 
 @pytest.mark.java
+@needs_dump_log
 def test_transaction_state_matches_transaction_log_decoder(data_dir):
     files = coordinator_log(data_dir, "__transaction_state")
     assert len(files) == 2
@@ -226,6 +158,7 @@ def test_transaction_state_matches_transaction_log_decoder(data_dir):
 
 
 @pytest.mark.java
+@needs_dump_log
 def test_consumer_offsets_match_offsets_decoder(data_dir):
     files = coordinator_log(data_dir, "__consumer_offsets")
     text = compare(files, "--offsets-decoder")
