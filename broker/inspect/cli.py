@@ -2,7 +2,7 @@
 
     python -m broker.inspect files PATH... [--deep-iteration] [--print-data-log]
                              [--transaction-log-decoder | --offsets-decoder] [--json]
-    python -m broker.inspect offline LOG_DIRS partitions [--topic T]... [--json]
+    python -m broker.inspect offline LOG_DIRS partitions [--topic T]... [--skip-empty] [--json]
     python -m broker.inspect offline LOG_DIRS transactions [--json]
 
 ``files`` prints what ``kafka-dump-log.sh --files PATH,...`` prints (same options, same text; a
@@ -35,7 +35,10 @@ PROG = "python -m broker.inspect"
 
 
 def _partitions(log_dirs: str, args: argparse.Namespace) -> dict[str, Any]:
-    return {"partitions": partitions(log_dirs, set(args.topic) if args.topic else None)}
+    found = partitions(log_dirs, set(args.topic) if args.topic else None)
+    if args.skip_empty:
+        found = [p for p in found if p["logEndOffset"] > p["logStartOffset"] or p["producerSnapshot"]["producers"]]
+    return {"partitions": found}
 
 
 def _partitions_text(view: dict[str, Any]) -> Iterable[str]:
@@ -81,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     views = offline.add_subparsers(dest="view", required=True)
     parts = views.add_parser("partitions", help="offsets, segments, producer states, aborted transactions")
     parts.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    parts.add_argument("--skip-empty", action="store_true", help="leave out partitions with no records and no producers")
     parts.add_argument("--json", action="store_true")
     txns = views.add_parser("transactions", help="transactional ids and their latest state")
     txns.add_argument("--json", action="store_true")

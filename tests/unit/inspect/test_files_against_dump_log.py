@@ -150,6 +150,7 @@ def test_user_segment_files(user_partition):
     compare(_files(user_partition, *names[:4]), "--verify-index-only")
     compare(_files(user_partition, names[0]), "--print-data-log", "--skip-record-metadata")
     compare(_files(user_partition, names[0]), "--max-bytes", "200")
+    compare(_files(user_partition, names[1], names[2], names[7], names[8]), "--index-sanity-check")
 
 
 def test_a_directory_stands_for_its_segment_files(user_partition):

@@ -111,6 +111,10 @@ def test_cli_text_and_json(tmp_path):
     assert "  open producerId: 9 producerEpoch: 0 firstOffset: 6" in lines
     assert any(line.startswith("  aborted producerId: 7 firstOffset: 0 lastOffset: 2 ") for line in lines)
     out = io.StringIO()
+    assert main(["offline", data, "partitions", "--skip-empty"], out, err) == 0
+    assert [line.split()[0] for line in out.getvalue().splitlines() if not line.startswith(" ")] == [
+        "__transaction_state-0", "t-0"]
+    out = io.StringIO()
     assert main(["offline", data, "transactions", "--json"], out, err) == 0
     assert json.loads(out.getvalue())["transactions"][0]["state"] == "Ongoing"
     out = io.StringIO()
