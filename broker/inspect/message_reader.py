@@ -65,8 +65,8 @@ class _Reader:
 def _default(f: FieldSpec) -> Any:
     """The field's default as the JSON tree holds it (to leave out a tagged field equal to it)."""
     d = f.default
-    if d == "null" or (d is None and f.nullable.high >= f.nullable.low and f.is_struct):
-        return None
+    if d == "null" or (d is None and f.is_struct and f.element_type is None):
+        return None  # a struct field: its default is null (the only tagged structs are nullable)
     if f.element_type is not None:
         return []
     if f.type in _FIXED:

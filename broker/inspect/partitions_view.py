@@ -71,12 +71,11 @@ def partition_view(p: PartitionDir, checkpoints: dict[str, dict[tuple[str, int],
     first_base = segments[0]["baseOffset"] if segments else 0
     log_end = segments[-1]["nextOffset"] if segments else checkpoints["logStartOffset"].get(tp, 0)
     log_start = max(first_base, checkpoints["logStartOffset"].get(tp, first_base))
-    aborted = [
-        {k: v for k, v in e.items() if k != "version"}
-        for base, path in p.files("log")
-        if os.path.exists(txn := path[: -len(".log")] + ".txnindex")
-        for e in dump_txn_index(txn)["entries"]
-    ]
+    aborted = []
+    for _base, path in p.files("log"):
+        txn_index = path[: -len(".log")] + ".txnindex"
+        if os.path.exists(txn_index):
+            aborted += [{k: v for k, v in e.items() if k != "version"} for e in dump_txn_index(txn_index)["entries"]]
     snapshots = p.files("snapshot")
     producers: dict[str, Any] = {"snapshot": None, "producers": []}
     if snapshots:
