@@ -117,10 +117,12 @@ def immediate_errors(d: dict[str, Any]) -> Iterator[str]:
         yield f"{d['file']} failed sanity check (the broker would rebuild it)"
 
 
-def java_hash_map_order(keys: list[str]) -> list[str]:
-    """The order a java.util.HashMap of String keys, filled in this order, iterates them:
-    by bucket (``(h ^ h >>> 16) & (capacity - 1)`` at the final capacity, 16 doubling whenever
-    the size passes 3/4 of it), then by insertion (resizing keeps each bucket's order)."""
+def java_hash_map_order(keys: list[str], *, compute_if_absent: bool = False) -> list[str]:
+    """The order a java.util.HashMap of String keys, filled in this order, iterates them: by
+    bucket (``(h ^ h >>> 16) & (capacity - 1)`` at the final capacity, 16 doubling whenever the
+    size passes 3/4 of it), then by insertion within a bucket (resizing keeps each bucket's
+    order): oldest first after ``put``, newest first after ``computeIfAbsent``, which puts a new
+    key at the head of its bucket (DumpLogSegments fills its maps that way)."""
     capacity = 16
     while len(keys) > capacity * 3 // 4:
         capacity *= 2
@@ -129,13 +131,14 @@ def java_hash_map_order(keys: list[str]) -> list[str]:
         h = java_string_hash(key) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
 
-    return [k for _i, k in sorted(enumerate(keys), key=lambda ik: (bucket(ik[1]), ik[0]))]
+    step = -1 if compute_if_absent else 1
+    return [k for _i, k in sorted(enumerate(keys), key=lambda ik: (bucket(ik[1]), step * ik[0]))]
 
 
 def _by_file(dumps: list[dict[str, Any]], field: str) -> list[tuple[str, list[list[int]]]]:
     """The files with problems of one kind, in the order DumpLogSegments' HashMap lists them."""
     found = {d["path"]: d[field] for d in dumps if d.get(field)}
-    return [(path, found[path]) for path in java_hash_map_order(list(found))]
+    return [(path, found[path]) for path in java_hash_map_order(list(found), compute_if_absent=True)]
 
 
 def _pairs(pairs: list[list[int]]) -> dict[int, int]:

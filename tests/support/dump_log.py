@@ -94,5 +94,6 @@ def compare(files: list[str], *flags: str, stderr: bool = True) -> str:
     assert ours.returncode == 0, ours.stderr
     assert_same_dump(ours.stdout, kafka.stdout)
     if stderr:
-        assert ours.stderr.splitlines() == kafka.stderr.splitlines()
+        assert ours.stderr.splitlines() == kafka.stderr.splitlines(), (
+            f"stderr differs\n--- ours:\n{ours.stderr}--- kafka:\n{kafka.stderr}")
     return ours.stdout

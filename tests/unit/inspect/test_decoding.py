@@ -96,6 +96,14 @@ def test_java_hash_map_order_is_javas():
     java = [15, 4, 19, 11, 12, 1, 23, 22, 21, 18, 0, 26, 29, 7, 3, 10, 27, 24, 13, 2, 9, 14, 16, 25, 5, 20, 6, 17,
             28, 8]
     assert java_hash_map_order(keys) == [keys[i] for i in java]
+    # the same keys through computeIfAbsent (new keys at the head of their bucket), as DumpLogSegments fills its maps
+    java = [15, 19, 4, 12, 11, 1, 23, 22, 21, 18, 0, 26, 29, 7, 10, 3, 27, 24, 13, 2, 16, 14, 9, 25, 20, 5, 17, 6,
+            28, 8]
+    assert java_hash_map_order(keys, compute_if_absent=True) == [keys[i] for i in java]
+    keys = [f"/t/p-{i % 7}/{i:020d}.log" for i in range(40)]
+    java = [21, 30, 19, 31, 6, 18, 5, 39, 17, 26, 28, 27, 4, 38, 16, 25, 13, 34, 7, 3, 29, 15, 37, 24, 12, 36, 8, 2,
+            14, 23, 20, 11, 32, 35, 9, 1, 22, 33, 10, 0]
+    assert java_hash_map_order(keys, compute_if_absent=True) == [keys[i] for i in java]
 
 
 def test_sequences_wrap_both_ways():
