@@ -123,6 +123,6 @@ def test_schemas_ship_in_the_wheel():
     """Every JSON schema the packages load is in the installed tree."""
     python = ensure_runtime_venv()
     site = next(Path(python).parent.parent.glob("lib/python*/site-packages"))
-    for folder in ("protocol/schemas", "coordinator/group/schemas"):
+    for folder in ("protocol/schemas", "coordinator/group/schemas", "broker/inspect/schemas"):
         shipped = sorted(p.name for p in (site / folder).glob("*.json"))
         assert shipped and shipped == sorted(p.name for p in (ROOT / folder).glob("*.json"))
