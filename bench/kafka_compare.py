@@ -257,11 +257,12 @@ def producer_perf(ref, bootstrap, topic, records, size, props: dict, extra: list
             "p50_ms": float(p50), "p99_ms": float(p99), "elapsed_s": int(n) / float(rps) if float(rps) else None}
 
 
-def consumer_perf_args(bootstrap: str, topic: str, records: int) -> list:
-    """ConsumerPerformance's arguments, its --command-property last (more properties may follow)."""
+def consumer_perf_args(bootstrap: str, topic: str, records: int, props: dict[str, str] | None = None) -> list:
+    """ConsumerPerformance's arguments; its --command-property takes one key=value each time."""
+    props = {"isolation.level": "read_committed", "auto.offset.reset": "earliest", **(props or {})}
     return ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records, "--timeout", 30000,
-            "--group", f"perf-{uuid.uuid4().hex[:8]}", "--print-metrics", "--command-property",
-            "isolation.level=read_committed", "auto.offset.reset=earliest"]
+            "--group", f"perf-{uuid.uuid4().hex[:8]}", "--print-metrics",
+            *[arg for k, v in props.items() for arg in ("--command-property", f"{k}={v}")]]
 
 
 def consumer_perf(ref, bootstrap, topic, records, timeout: float) -> dict:

@@ -43,12 +43,13 @@ def client_props(pki, secure: bool) -> dict[str, str]:
 
 
 def consume(ref: KafkaReference, bootstrap: str, topic: str, records: int, props: dict[str, str], timeout: float) -> float:
-    out = tool(ref, "ConsumerPerformance", [*consumer_perf_args(bootstrap, topic, records),
-                                            *[f"{k}={v}" for k, v in props.items()]], timeout)
+    out = tool(ref, "ConsumerPerformance", consumer_perf_args(bootstrap, topic, records, props), timeout)
     lines = [ln for ln in out.splitlines() if ln.strip()]
     at = next(i for i, ln in enumerate(lines) if ln.startswith("start.time"))
     stats = dict(zip([h.strip() for h in lines[at].split(",")], [v.strip() for v in lines[at + 1].split(",")],
                      strict=False))
+    if "data.consumed.in.nMsg" not in stats:
+        raise RuntimeError(f"no summary in ConsumerPerformance output:\n{out[-3000:]}")
     if int(stats["data.consumed.in.nMsg"]) < records:
         raise RuntimeError(f"ConsumerPerformance read {stats['data.consumed.in.nMsg']} of {records}")
     return float(stats["fetch.MB.sec"])
