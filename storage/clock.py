@@ -62,6 +62,25 @@ class SystemClock:
 SYSTEM_CLOCK = SystemClock()
 
 
+async def sleep_on_timer(clock: Clock, delay_s: float) -> None:
+    """Sleep ``delay_s`` of ``clock``'s time, woken by one of its timers (a clock that time jumps on
+    wakes its sleepers as it fires their timers)."""
+    if delay_s <= 0:
+        await asyncio.sleep(0)
+        return
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not done.done():  # the sleeping task may have been cancelled meanwhile
+            done.set_result(None)
+
+    handle = clock.call_later(delay_s, wake)
+    try:
+        await done
+    finally:
+        handle.cancel()
+
+
 class _ManualTimer:
     __slots__ = ("cancelled", "deadline", "fn")
 
@@ -96,20 +115,7 @@ class ManualClock:
         return timer
 
     async def sleep(self, delay_s: float) -> None:
-        if delay_s <= 0:
-            await asyncio.sleep(0)
-            return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def wake() -> None:
-            if not done.done():  # the sleeping task may have been cancelled meanwhile
-                done.set_result(None)
-
-        handle = self.call_later(delay_s, wake)
-        try:
-            await done
-        finally:
-            handle.cancel()
+        await sleep_on_timer(self, delay_s)
 
     def advance(self, ms: float) -> None:
         """Move time forward by ``ms`` and fire what came due (a callback may schedule more)."""
@@ -191,20 +197,7 @@ class VirtualClock:
         return timer
 
     async def sleep(self, delay_s: float) -> None:
-        if delay_s <= 0:
-            await asyncio.sleep(0)
-            return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def wake() -> None:
-            if not done.done():
-                done.set_result(None)
-
-        handle = self.call_later(delay_s, wake)
-        try:
-            await done
-        finally:
-            handle.cancel()
+        await sleep_on_timer(self, delay_s)
 
     def _fire_one(self, timer: _VirtualTimer) -> None:
         """The real-time path: the event loop's timer for ``timer`` came due."""
