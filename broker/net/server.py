@@ -131,8 +131,9 @@ class Connection(asyncio.Protocol):
         self.broker.quotas.forget_connection(self.id)
         self.broker.sasl_sessions.pop(self.id, None)
         self.broker.metrics.connection_closed(self.listener)
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
+        # A request in flight is carried out to its end and only its answer dropped, as Kafka's
+        # handlers finish what they started: cancelling it midway (a coordinator write awaiting
+        # replication) would leave a transaction's pending state behind for good.
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -337,7 +338,11 @@ class Connection(asyncio.Protocol):
     def _async_done(self, task: asyncio.Task) -> None:
         self.task = None
         self.broker.inflight.discard(task)
-        if task.cancelled() or self.closed:
+        if task.cancelled():
+            return
+        if self.closed:  # the client has gone: the answer is dropped (its file regions closed)
+            if task.exception() is None and isinstance(task.result(), Encoded):
+                _close_regions(task.result().buffers)
             return
         exc = task.exception()
         if isinstance(exc, CloseConnection):

@@ -199,8 +199,9 @@ def test_listener_validation_matches_kafka() -> None:
 
     with pytest.raises(ValueError, match="No security protocol defined for listener EXTERNAL"):
         cfg(listeners="EXTERNAL://:9092").validate_listeners()
-    with pytest.raises(ValueError, match="PLAINTEXT only"):
-        cfg(listeners="SSL://:9093").validate_listeners()
+    with pytest.raises(ValueError, match="serves PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL"):
+        cfg(listeners="X://:9093", listener_security_protocol_map="X:SOMETHING").validate_listeners()
+    cfg(listeners="SSL://:9093").validate_listeners()  # the keystore is read when the listener starts
     with pytest.raises(ValueError, match="not in listeners"):
         cfg(listeners="PLAINTEXT://:9092", advertised_listeners="OTHER://h:1").validate_listeners()
     cfg(listeners="PLAINTEXT://:9092,CONTROLLER://:9093").validate_listeners()
