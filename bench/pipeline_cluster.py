@@ -1,7 +1,7 @@
 """Events per second through the whole PySpark pipeline (pipelines/) on a two-worker Spark standalone
 cluster: our broker against Apache Kafka 4.3.1 as the broker, in the same run.
 
-    python bench/pipeline_cluster.py                      # about 3 minutes on 2 CPUs
+    python bench/pipeline_cluster.py                      # about 3.5 minutes on 2 CPUs
     python bench/pipeline_cluster.py --events 50000 --rounds 1
 
 One Spark standalone cluster on loopback (tests/support/spark_cluster.py: a master and two workers, each
@@ -15,8 +15,9 @@ one closing event per partition far ahead); then the job runs with trigger avail
 checkpoint, ``--max-offsets-per-trigger`` per micro-batch, all three queries (Parquet aggregates, Kafka
 aggregates through one transaction per micro-batch, dead letters). The figure is events / the job's wall
 time (``pipelines.job.run``: queries started to all three finished, the sink's transactions committed).
-The output topic is checked to hold every window once with every event counted. A small warm-up run
-first (JIT, class loading on the executors) is not counted; brokers alternate; the median of --rounds.
+The output topic is checked to hold every window once with every event counted. A warm-up run of the
+same size first (JIT, class loading on the executors) is not counted; brokers alternate; the median of
+--rounds.
 
 Not a test: numbers on a shared machine are noisy.
 """
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 master=cluster.master_url, app_name="pipeline-bench",
                 spark_conf={"spark.jars": spark_jars_conf(),
                             **cluster.session_conf(executor_memory=a.executor_memory)}))
-            warm = run_once(spark, "ours", ours.bootstrap, work, a, min(a.events, 20_000))
+            warm = run_once(spark, "ours", ours.bootstrap, work, a, a.events)
             log(f"warm-up: {warm}")
             rows = []
             for r in range(a.rounds):

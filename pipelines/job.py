@@ -13,9 +13,15 @@ Three streaming queries share one parsed source definition (each has its own Kaf
 ``dead_letter``         records that fail validation, with the reason and their topic/partition/offset ->
                         file sink -> ``<output-path>/dead_letter``.
 
-Everything that ties the job to one machine is an address: ``--master`` (default ``local[2]``; e.g.
-``spark://host:7077``, ``yarn``, ``k8s://...``), ``--bootstrap``, and the two paths (any Hadoop URI:
-``hdfs://``, ``s3a://``, ...). Security settings for a real cluster go in ``--source-option kafka.<prop>=...``
+Everything that ties the job to one machine is an address: ``--master`` (e.g. ``spark://host:7077``,
+``yarn``, ``k8s://...``; default spark-submit's ``--master``, else ``local[2]``), ``--bootstrap``, and the
+two paths (any Hadoop URI: ``hdfs://``, ``s3a://``, ...; the driver and every executor must see them).
+Under spark-submit the script is this file:
+
+    PYTHONPATH=. spark-submit --master spark://host:7077 --conf spark.jars=$(python -m pipelines.jars) \\
+        pipelines/job.py --bootstrap ... (the same arguments)
+
+Security settings for a real cluster go in ``--source-option kafka.<prop>=...``
 (Spark's Kafka source) and ``--client-config <prop>=...`` (the driver's confluent-kafka clients).
 The default trigger ``available-now`` processes what is in the topic and stops; ``processing-time=<interval>``
 runs until stopped (SIGTERM/Ctrl-C stop the queries between batches).

@@ -496,6 +496,9 @@ def test_cluster_broker_failures(cluster_spark, spark_cluster, tmp_path, tmp_pat
             wait_batches(2)
             new_leader = next(p["leader"] for p in kafka.topic(topic_name)["partitions"] if p["partition"] == 0)
             assert new_leader != leader
+            # The executors' consumers (Spark's Kafka source) followed the partition to its new leader.
+            assert [r for r in kafka.requests.list(api="Fetch", topic=topic_name, broker=new_leader)
+                    if "spark-kafka-source" in (r.get("client_id") or "")], "no executor fetched from the new leader"
             kafka.broker(leader).up()
             _wait_isr_full(kafka, [topic_name, cfg.output_topic, cfg.progress, "__transaction_state"])
             events.append(f"broker {leader} up, ISRs full at batch {_commits(kafka_ckpt)}")
