@@ -1,7 +1,7 @@
 """Events per second through the whole PySpark pipeline (pipelines/) on a two-worker Spark standalone
 cluster: our broker against Apache Kafka 4.3.1 as the broker, in the same run.
 
-    python bench/pipeline_cluster.py                      # about 3.5 minutes on 2 CPUs
+    python bench/pipeline_cluster.py                      # about 4 minutes on 2 CPUs
     python bench/pipeline_cluster.py --events 50000 --rounds 1
 
 One Spark standalone cluster on loopback (tests/support/spark_cluster.py: a master and two workers, each
@@ -15,9 +15,10 @@ one closing event per partition far ahead); then the job runs with trigger avail
 checkpoint, ``--max-offsets-per-trigger`` per micro-batch, all three queries (Parquet aggregates, Kafka
 aggregates through one transaction per micro-batch, dead letters). The figure is events / the job's wall
 time (``pipelines.job.run``: queries started to all three finished, the sink's transactions committed).
-The output topic is checked to hold every window once with every event counted. A warm-up run of the
-same size first (JIT, class loading on the executors) is not counted; brokers alternate; the median of
---rounds.
+The output topic is checked to hold every window once with every event counted. The broker's CPU time
+during the job is shown too: on a small machine the broker and the executors share the cores. One
+warm-up run of the same size per broker first (JIT and class loading on the executors) is not counted;
+then the brokers alternate (ours first in odd rounds, Kafka in even ones); the median of --rounds.
 
 Not a test: numbers on a shared machine are noisy.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -109,7 +111,13 @@ def output_totals(bootstrap: str, topic: str) -> tuple[int, int]:
         c.close()
 
 
-def run_once(spark, name: str, bootstrap: str, work: Path, a, events: int) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU time of a process (and its reaped children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(spark, name: str, bootstrap: str, pid: int, work: Path, a, events: int) -> dict:
     from pipelines.job import PipelineConfig, run
 
     topic = f"pipe-{name}-{uuid.uuid4().hex[:6]}"
@@ -117,14 +125,16 @@ def run_once(spark, name: str, bootstrap: str, work: Path, a, events: int) -> di
     cfg = PipelineConfig(bootstrap=bootstrap, input_topic=topic, output_topic=f"{topic}-aggregates",
                          output_path=str(work / topic / "out"), checkpoint_path=str(work / topic / "ckpt"),
                          max_offsets_per_trigger=a.max_offsets_per_trigger, app_name=f"bench-{topic}")
+    cpu0 = cpu_seconds(pid)
     result = run(spark, cfg)
+    broker_cpu = cpu_seconds(pid) - cpu0
     records, counted = output_totals(bootstrap, cfg.output_topic)
     windows = a.keys * a.minutes if events >= a.keys * a.minutes else None
     ok = counted == events and (windows is None or records == windows)
     batches = 1 + max(int(p.get("batchId", -1)) for p in result.progress.values())  # fresh checkpoint
     return {"broker": name, "events": events, "seconds": result.seconds, "rate": events / result.seconds,
-            "seed_s": seed_s, "batches": batches, "sink_txns": len(result.committed_batches), "ok": ok,
-            "records": records, "counted": counted}
+            "seed_s": seed_s, "broker_cpu_s": broker_cpu, "batches": batches,
+            "sink_txns": len(result.committed_batches), "ok": ok, "records": records, "counted": counted}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         ref = KafkaReference()
         ref.start(work / "kafka")
         brokers = {"ours": ours.bootstrap, "kafka": ref.bootstrap}
+        assert ours.proc is not None and ref.proc is not None
+        pids = {"ours": ours.proc.pid, "kafka": ref.proc.pid}
         log(f"brokers: {brokers}")
         try:
             spark = build_session(PipelineConfig(
@@ -157,13 +169,14 @@ def main(argv: list[str] | None = None) -> int:
                 master=cluster.master_url, app_name="pipeline-bench",
                 spark_conf={"spark.jars": spark_jars_conf(),
                             **cluster.session_conf(executor_memory=a.executor_memory)}))
-            warm = run_once(spark, "ours", ours.bootstrap, work, a, a.events)
-            log(f"warm-up: {warm}")
+            for name in ("ours", "kafka"):  # JIT and class loading on the executors, and each broker's
+                warm = run_once(spark, name, brokers[name], pids[name], work, a, a.events)
+                log(f"warm-up {name}: {warm}")
             rows = []
             for r in range(a.rounds):
                 order = ["ours", "kafka"] if r % 2 == 0 else ["kafka", "ours"]
                 for name in order:
-                    row = run_once(spark, name, brokers[name], work, a, a.events)
+                    row = run_once(spark, name, brokers[name], pids[name], work, a, a.events)
                     log(f"round {r + 1} {name}: {row}")
                     rows.append(row)
             spark.stop()
@@ -175,15 +188,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nPySpark pipeline on a 2-worker Spark standalone cluster (1 core, 1 executor each), "
           f"{a.events} events, {a.partitions} input partitions, {a.max_offsets_per_trigger} offsets per "
           f"micro-batch, median of {a.rounds}:\n")
-    print("| broker | job wall time (s) | events/s | micro-batches | sink transactions | seed (s) | outputs ok |")
-    print("|---|---|---|---|---|---|---|")
+    print("| broker | job wall time (s) | events/s | broker CPU during the job (s) | micro-batches "
+          "| sink transactions | seed (s) | outputs ok |")
+    print("|---|---|---|---|---|---|---|---|")
     med = {}
     for name in ("ours", "kafka"):
         mine = [r for r in rows if r["broker"] == name]
         secs = statistics.median(r["seconds"] for r in mine)
         med[name] = a.events / secs
         label = "ours" if name == "ours" else f"Apache Kafka {ref.version}"
-        print(f"| {label} | {secs:.1f} | {med[name]:,.0f} | {mine[0]['batches']} | {mine[0]['sink_txns']} | "
+        cpu = statistics.median(r["broker_cpu_s"] for r in mine)
+        print(f"| {label} | {secs:.1f} | {med[name]:,.0f} | {cpu:.1f} | {mine[0]['batches']} | {mine[0]['sink_txns']} | "
               f"{statistics.median(r['seed_s'] for r in mine):.1f} | {all(r['ok'] for r in mine)} |")
     print(f"\nours / Kafka: {med['ours'] / med['kafka']:.2f}")
     return 0 if all(r["ok"] for r in rows) else 1
