@@ -83,6 +83,10 @@ def _cmdline(pid: int) -> str:
 
 
 class SparkStandaloneCluster:
+    """``workers`` workers of ``cores`` cores and ``memory`` each (what they offer applications, not
+    what they use); ``python``: the executors' and submitted drivers' Python; ``java_opts``: the
+    executors' JVM options (``session_conf``), fast start-up by default."""
+
     def __init__(self, base: str | os.PathLike, workers: int = 2, cores: int = 2, memory: str = "2g",
                  python: str | None = None, java_opts: str = FAST_JVM) -> None:
         self.base = Path(base)
