@@ -13,9 +13,15 @@ Three streaming queries share one parsed source definition (each has its own Kaf
 ``dead_letter``         records that fail validation, with the reason and their topic/partition/offset ->
                         file sink -> ``<output-path>/dead_letter``.
 
-Everything that ties the job to one machine is an address: ``--master`` (default ``local[2]``; e.g.
-``spark://host:7077``, ``yarn``, ``k8s://...``), ``--bootstrap``, and the two paths (any Hadoop URI:
-``hdfs://``, ``s3a://``, ...). Security settings for a real cluster go in ``--source-option kafka.<prop>=...``
+Everything that ties the job to one machine is an address: ``--master`` (e.g. ``spark://host:7077``,
+``yarn``, ``k8s://...``; default spark-submit's ``--master``, else ``local[2]``), ``--bootstrap``, and the
+two paths (any Hadoop URI: ``hdfs://``, ``s3a://``, ...; the driver and every executor must see them).
+Under spark-submit the script is this file:
+
+    PYTHONPATH=. spark-submit --master spark://host:7077 --conf spark.jars=$(python -m pipelines.jars) \\
+        pipelines/job.py --bootstrap ... (the same arguments)
+
+Security settings for a real cluster go in ``--source-option kafka.<prop>=...``
 (Spark's Kafka source) and ``--client-config <prop>=...`` (the driver's confluent-kafka clients).
 The default trigger ``available-now`` processes what is in the topic and stops; ``processing-time=<interval>``
 runs until stopped (SIGTERM/Ctrl-C stop the queries between batches).
@@ -50,7 +56,7 @@ class PipelineConfig:
     checkpoint_path: str
     progress_topic: str | None = None  # default: <output_topic>.progress
     app_name: str = DEFAULT_APP_NAME
-    master: str = "local[2]"
+    master: str | None = None  # None: spark-submit's --master, else local[2]
     window: str = "1 minute"
     watermark: str = "1 minute"
     trigger: str = "available-now"  # or "processing-time=<interval>"
@@ -83,11 +89,25 @@ class RunResult:
     seconds: float
 
 
+def submitted_conf() -> dict[str, str]:
+    """spark-submit's settings (``--master``, ``--conf``, ``--jars``, ``--packages`` ...) when this driver
+    runs under spark-submit (its JVM is already up and hands its gateway to Python), else ``{}``."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; launches nothing
+    return dict(SparkConf().getAll())
+
+
 def build_session(cfg: PipelineConfig):
     """A SparkSession with Spark's Kafka connector on the classpath (spark.jars, fetched with Maven and
-    cached unless spark.jars / spark.jars.packages is given), UI off, few shuffle partitions, UTC."""
+    cached unless spark.jars / spark.jars.packages is given, here or to spark-submit), UI off, few
+    shuffle partitions, UTC. The master: ``cfg.master``, else spark-submit's ``--master``, else local[2]."""
     from pyspark.sql import SparkSession
 
+    submitted = submitted_conf()
+    master = cfg.master or submitted.get("spark.master") or "local[2]"
     conf: dict[str, str] = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -95,16 +115,17 @@ def build_session(cfg: PipelineConfig):
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.metricsEnabled": "false",
     }
-    if cfg.master.startswith("local"):
+    if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read by the JVM launcher
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
-    if "spark.jars" not in cfg.spark_conf and "spark.jars.packages" not in cfg.spark_conf:
+    given = {**submitted, **cfg.spark_conf}
+    if not given.get("spark.jars") and not given.get("spark.jars.packages"):
         from pipelines.jars import spark_jars_conf
 
         conf["spark.jars"] = spark_jars_conf()
     conf.update(cfg.spark_conf)
-    builder = SparkSession.builder.master(cfg.master).appName(cfg.app_name)
+    builder = SparkSession.builder.master(master).appName(cfg.app_name)
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -255,7 +276,7 @@ def parse_args(argv: Sequence[str] | None = None) -> PipelineConfig:
                                             "(default <output-topic>.progress; one writer only)")
     p.add_argument("--output-path", required=True, help="base path: <path>/aggregates, <path>/dead_letter")
     p.add_argument("--checkpoint-path", required=True)
-    p.add_argument("--master", default="local[2]")
+    p.add_argument("--master", help="default: spark-submit's --master, else local[2]")
     p.add_argument("--app-name", default=DEFAULT_APP_NAME)
     p.add_argument("--window", default="1 minute")
     p.add_argument("--watermark", default="1 minute")
@@ -289,7 +310,8 @@ def main(argv: Sequence[str] | None = None, on_committed: Callable[[int], None] 
         signal.signal(sig, lambda *_: stop.set())
     t0 = time.monotonic()
     spark = build_session(cfg)
-    log.info("spark %s session up in %.1fs (master %s)", spark.version, time.monotonic() - t0, cfg.master)
+    log.info("spark %s session up in %.1fs (master %s)", spark.version, time.monotonic() - t0,
+             spark.sparkContext.master)
     try:
         result = run(spark, cfg, on_committed=on_committed, stop_event=stop)
     finally:
