@@ -119,14 +119,15 @@ def build_scenario(bootstrap: str) -> Scenario:
     return scenario
 
 
-def read_committed(bootstrap: str, partition: int, timeout: float = 3.0) -> list[bytes]:
-    """What a read_committed consumer gets from ``orders-<partition>`` within ``timeout``."""
+def read_committed(bootstrap: str, partition: int, timeout: float = 3.0, expect: int | None = None) -> list[bytes]:
+    """What a read_committed consumer gets from ``orders-<partition>`` within ``timeout`` (or as soon
+    as it has ``expect`` records)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
                   "isolation.level": "read_committed", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(TOPIC, partition, 0)])
     out: list[bytes] = []
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (expect is None or len(out) < expect):
         m = c.poll(0.2)
         if m is not None and m.error() is None:
             out.append(m.value())

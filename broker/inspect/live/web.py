@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 NAV = [("overview", "/inspect", "Overview"), ("transactions", "/inspect/transactions", "Transactions"),
        ("partitions", "/inspect/partitions", "Partitions"), ("groups", "/inspect/groups", "Groups"),
        ("files", "/inspect/files", "Files")]
+LEADERS_SHOWN = 64  # partitions a topic shows on the overview (the Partitions page has them all)
 STATES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
           "PrepareEpochFence", "Dead"]
 
@@ -176,8 +177,10 @@ def overview_html(v: Mapping[str, Any]) -> str:
     out.append("<h2>Leaders</h2><p class=muted>Which broker leads each partition (ISR on hover).</p>"
                "<table id=leaders><tr><th>topic</th><th>leader of partition 0, 1, 2, …</th></tr>")
     for topic in v["leaders"]:
-        cells = " ".join(f'<span class="chip" title="ISR {h(topic["isr"][i])}">{i}→{leader}</span>'
-                         for i, leader in enumerate(topic["leaders"]))
+        cells = " ".join(f'<span class="chip" title="ISR {attr(topic["isr"][i])}">{i}→{leader}</span>'
+                         for i, leader in enumerate(topic["leaders"][:LEADERS_SHOWN]))
+        if len(topic["leaders"]) > LEADERS_SHOWN:
+            cells += f' <span class="muted">… {len(topic["leaders"]) - LEADERS_SHOWN} more</span>'
         out.append(f'<tr><td><a href="/inspect/partitions?topic={quote(topic["topic"])}">{h(topic["topic"])}</a></td>'
                    f"<td>{cells}</td></tr>")
     out.append("</table>")
