@@ -43,9 +43,13 @@ class Scenario:
     hanging_epoch: int = -1
     hanging_offset: int = -1  # orders-0
     after_offsets: list[int] = field(default_factory=list)  # tx-after's records on orders-0
-    committed_on_p0: int = 0  # records of tx-committed on orders-0 (before the hanging one)
+    closed: bool = False
 
     def close(self) -> None:
+        """Abort tx-open and let the readers leave (once)."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.open_producer.abort_transaction(10)
         finally:
@@ -95,7 +99,7 @@ def _raw_hanging(bootstrap: str, txn_id: str) -> tuple[int, int, int]:
 def build_scenario(bootstrap: str) -> Scenario:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, 3, 1)])[TOPIC].result(30)
-    committed = _committed(bootstrap, "tx-committed", [(0, b"c0"), (0, b"c1"), (1, b"c2")])
+    _committed(bootstrap, "tx-committed", [(0, b"c0"), (0, b"c1"), (1, b"c2")])
     _committed(bootstrap, "tx-aborted", [(1, b"a0"), (1, b"a1")], commit=False)
     # a consumer group with members, an assignment and committed offsets (lag: the records after them)
     readers = Consumer({"bootstrap.servers": bootstrap, "group.id": "readers", "auto.offset.reset": "earliest",
@@ -113,7 +117,7 @@ def build_scenario(bootstrap: str) -> Scenario:
     copier = Consumer({"bootstrap.servers": bootstrap, "group.id": "copier", "enable.auto.commit": False})
     open_producer.send_offsets_to_transaction([TopicPartition(TOPIC, 2, 7)], copier.consumer_group_metadata(), 30)
     copier.close()
-    scenario = Scenario(bootstrap, open_producer, readers, committed_on_p0=sum(1 for _ in committed[:2]))
+    scenario = Scenario(bootstrap, open_producer, readers)
     scenario.hanging_producer_id, scenario.hanging_epoch, scenario.hanging_offset = _raw_hanging(bootstrap, "tx-hanging")
     scenario.after_offsets = _committed(bootstrap, "tx-after", [(0, b"after-0"), (0, b"after-1")])
     return scenario
