@@ -46,12 +46,14 @@ def age(ms: int | None) -> str:
         return h(None)
     s = ms / 1000
     if s < 60:
-        return f"{s:.1f} s"
-    if s < 3600:
-        return f"{int(s // 60)} min {int(s % 60)} s"
-    if s < 86400:
-        return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
-    return f"{int(s // 86400)} d {int(s % 86400 // 3600)} h"
+        text = f"{s:.1f} s"
+    elif s < 3600:
+        text = f"{int(s // 60)} min {int(s % 60)} s"
+    elif s < 86400:
+        text = f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
+    else:
+        text = f"{int(s // 86400)} d {int(s % 86400 // 3600)} h"
+    return f'<span class="nw">{text}</span>'
 
 
 def state(name: str | None, extra: str = "") -> str:
