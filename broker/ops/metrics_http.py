@@ -120,7 +120,7 @@ async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: a
         elif path == "/healthz":
             writer.write(_response("200 OK", b"ok\n", head_only=method == "HEAD"))
         else:
-            writer.write(_response("404 Not Found", b"try /metrics or /inspect\n"))
+            writer.write(_response("404 Not Found", b"try /metrics or /inspect\n" if inspector else b"try /metrics\n"))
         try:
             await asyncio.wait_for(writer.drain(), _WRITE_TIMEOUT)
         except (TimeoutError, ConnectionError):

@@ -344,10 +344,10 @@ class TransactionStateManager:
                     doomed.append((m, m.prepare_dead()))
             if not doomed:
                 continue
-            error = await self.write_records(partition, [(txnrec.encode_key(m.transactional_id), None)
-                                                         for m, _ in doomed])
+            error, last = await self._write_records(partition, [(txnrec.encode_key(m.transactional_id), None)
+                                                                for m, _ in doomed])
             current = self.cache.get(partition)
-            for m, transit in doomed:
+            for i, (m, transit) in enumerate(doomed):
                 if (
                     error == ErrorCode.NONE
                     and current is not None
@@ -358,6 +358,9 @@ class TransactionStateManager:
                     current.pop(m.transactional_id, None)
                     removed += 1
                     log.info("expired transactional id", transactional_id=m.transactional_id)
+                    if self.observer is not None:  # the tombstones are one batch, in this order
+                        self.observer.transaction_state_changed(m.transactional_id, int(m.state), transit, partition,
+                                                                epoch, last - (len(doomed) - 1 - i))
                 else:
                     log.warning("failed to remove expired transactional id", transactional_id=m.transactional_id,
                                 error=error.name)

@@ -370,7 +370,7 @@ def _produce_partitions(request: Any) -> list[dict[str, Any]]:
 
 def group_transactions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A timeline cut into the producer's sessions and transactions: a group ends with a state
-    change to Empty (InitProducerId), CompleteCommit or CompleteAbort. Each group gets a summary:
+    change to Empty (InitProducerId), CompleteCommit, CompleteAbort or Dead (the id expired). Each group gets a summary:
     its outcome, the partitions written, the markers and the states it went through."""
     groups: list[dict[str, Any]] = []
     current: list[dict[str, Any]] = []
@@ -391,7 +391,7 @@ def group_transactions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     for e in events:
         current.append(e)
-        if e["kind"] == "state" and e["to"] in ("Empty", "CompleteCommit", "CompleteAbort"):
+        if e["kind"] == "state" and e["to"] in ("Empty", "CompleteCommit", "CompleteAbort", "Dead"):
             close()
     close()
     for i, g in enumerate(groups, 1):

@@ -188,7 +188,7 @@ def transaction(broker: Services, txn_id: str) -> dict[str, Any]:
             break
     recorder = broker.txn_recorder
     events = recorder.events(txn_id) if recorder is not None else []
-    hanging = find_hanging(broker, 0)
+    hanging = find_hanging(broker)
     producer_ids = {e["producerId"] for e in events if isinstance(e.get("producerId"), int)}
     if row is not None:
         producer_ids.add(row["producerId"])
@@ -226,6 +226,20 @@ def _producers(plog: PartitionLog) -> list[dict[str, Any]]:
 
 def partition_row(broker: Services, b: Services, plog: PartitionLog, now: int,
                   index: Mapping[int, Any]) -> dict[str, Any]:
+    try:
+        return _partition_row(broker, b, plog, now, index)
+    except Exception as e:  # noqa: BLE001 - a log gone offline (I/O error) is shown, not fatal
+        return {"topic": plog.topic, "partition": plog.partition, "broker": b.node_id, "topicId": None,
+                "dir": plog.dir, "leader": None, "replicas": [], "isr": [], "leaderEpoch": None,
+                "logStartOffset": None, "logEndOffset": None, "highWatermark": None, "recoveryPoint": None,
+                "lastStableOffset": None, "lsoLag": 0, "segments": [],
+                "producerSnapshot": {"snapshot": "memory", "producers": []}, "openTransactions": [],
+                "abortedTransactions": [], "abortedTransactionCount": 0,
+                "offline": plog.offline or f"{type(e).__name__}: {e}"}
+
+
+def _partition_row(broker: Services, b: Services, plog: PartitionLog, now: int,
+                   index: Mapping[int, Any]) -> dict[str, Any]:
     reg = b.metadata.partition(plog.topic, plog.partition)
     hw, lso = plog.high_watermark, plog.last_stable_offset
     segments = []

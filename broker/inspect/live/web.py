@@ -215,7 +215,7 @@ def hanging_html(hv: Mapping[str, Any], actions: bool) -> str:
                "<th>transactional id</th><th>status</th><th>why</th><th></th></tr>")
     for r in rows:
         act = ""
-        if actions:
+        if actions and r["status"] == "hanging":
             q = urlencode({"topic": r["topic"], "partition": r["partition"], "producer_id": r["producerId"],
                            "producer_epoch": r["producerEpoch"], "coordinator_epoch": r["coordinatorEpoch"],
                            "start_offset": r["startOffset"]})

@@ -236,7 +236,7 @@ def test_a_file_decoded_live_is_the_offline_decoder_s_view(env):
     r, _s, api = env
     assert r.broker is not None
     listing = api.get("/inspect/api/files?dir=orders-1")
-    assert {f["kind"] for f in listing["files"]} >= {"log", "index", "timeindex", "txnindex", "snapshot"} - {"snapshot"}
+    assert {f["kind"] for f in listing["files"]} >= {"log", "index", "timeindex", "txnindex"}
     doc = api.get("/inspect/api/files?dir=orders-1&file=00000000000000000000.log&deep=1")
     [dumped] = doc["files"]
     offline = dump_file(listing["path"] + "/00000000000000000000.log", FileOptions(deep_iteration=True))
