@@ -312,3 +312,38 @@ def test_the_abort_action_is_on_for_loopback_only_unless_enabled():
     assert actions_enabled(BrokerConfig({}))  # metrics.host defaults to 127.0.0.1
     assert not actions_enabled(BrokerConfig({"metrics.host": "0.0.0.0"}))
     assert actions_enabled(BrokerConfig({"metrics.host": "0.0.0.0", "inspector.actions.enable": "true"}))
+
+
+def test_a_transaction_whose_markers_are_not_written_yet_shows_them_pending(tmp_path):
+    """``test.txn.stop.before.markers`` withholds the commit markers once PrepareCommit is durable:
+    the id shows PrepareCommit with both partitions' markers pending, the LSO of each partition
+    stays at the transaction's first offset, and find-hanging calls it ongoing (its coordinator
+    will write the markers), as Kafka's tool would."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    r = start_broker(tmp_path, **{"test.txn.stop.before.markers": "true"})
+    try:
+        assert r.broker is not None
+        bootstrap = f"127.0.0.1:{r.broker.bound_ports['PLAINTEXT']}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+        admin.create_topics([NewTopic("t", 2, 1)])["t"].result(30)
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-stuck", "linger.ms": 0})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("t", b"a", partition=0)
+        p.produce("t", b"b", partition=1)
+        p.commit_transaction(30)  # answered once PrepareCommit is durable
+        api = Api(r.broker.metrics_port or 0)
+        [row] = api.get("/inspect/api/transactions?q=tx-stuck")["transactions"]
+        assert (row["state"], row["pendingState"]) == ("PrepareCommit", "CompleteCommit")
+        assert [(m["topic"], m["partition"], m["lastError"]) for m in row["pendingMarkers"]] == [
+            ("t", 0, None), ("t", 1, None)]
+        parts = api.get("/inspect/api/partitions?topic=t")["partitions"]
+        assert [(q["lastStableOffset"], q["lsoLag"]) for q in parts] == [(0, 1), (0, 1)]
+        hanging = api.get("/inspect/api/hanging?max_transaction_timeout_ms=0")
+        assert hanging["hanging"] == [] and {o["status"] for o in hanging["open"]} == {"ongoing"}
+        timeline = api.get("/inspect/api/transactions/tx-stuck")["timeline"]
+        assert timeline[-1]["states"] == ["Ongoing", "PrepareCommit"] and timeline[-1]["markers"] == 0
+    finally:
+        r.stop()
