@@ -30,6 +30,8 @@ from broker.config.features import ELR_VERSION, elr_safety, ensure_formatted, le
 from broker.control.controls import Controls
 from broker.coordinator_ports import BrokerCoordinatorEnv, BrokerPartitionWriter
 from broker.handlers.registry import load_all
+from broker.inspect.live.recorder import CoordinatorObserver, TxnRecorder
+from broker.inspect.live.settings import inspector_enabled
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.sasl import SaslSession, ScramCredential, plain_users
 from broker.net.server import Connection, start_listeners
@@ -103,11 +105,18 @@ class Broker:
             cluster = SharedCluster(metadata, brokers, ReplicationControl(
                 metadata, brokers, ConfiguredTopicSettings(metadata, config)))
         self.cluster_state: SharedCluster = cluster  # this broker's, or the process's brokers' together
+        # the transaction inspector's timeline events (beside /metrics): recorded only when it can be read
+        if cluster.txn_recorder is None and inspector_enabled(config):
+            cluster.txn_recorder = TxnRecorder(clock, config.get("inspector.timeline.events.per.id"),
+                                               config.get("inspector.timeline.max.events"))
+        self.txn_recorder: TxnRecorder | None = cluster.txn_recorder if inspector_enabled(config) else None
         self.metadata = cluster.metadata
         self.authorizer = Authorizer.from_config(config, self.metadata)  # authorizer.class.name
         self.brokers = cluster.brokers
         self.replication_control = cluster.replication_control
         self.metrics.topic_exists = lambda topic: self.metadata.get(topic) is not None
+        if self.txn_recorder is not None:
+            self.txn_recorder.namer = self.metadata.name_of
         self.sasl_sessions: dict[str, SaslSession] = {}  # connection id -> its SASL exchange
         self._principal_rules: dict[str, list[Rule]] = {}  # listener -> ssl.principal.mapping.rules
         self.quotas = ClientQuotas(self.metadata, int(config.get("quota.window.num")),
@@ -207,7 +216,8 @@ class Broker:
         self.shutdown_hooks.append(lambda broker: broker.group_coordinator.shutdown())
         # Transactions (issue 5): loads __transaction_state in the background; stopped first.
         self.marker_channel = InProcessMarkerChannel(self)
-        self.txn_coordinator = TransactionCoordinator(env, writer, self.marker_channel)
+        observer = CoordinatorObserver(self.txn_recorder, self.node_id) if self.txn_recorder is not None else None
+        self.txn_coordinator = TransactionCoordinator(env, writer, self.marker_channel, observer)
         await self.txn_coordinator.start()
         self.shutdown_hooks.insert(0, lambda broker: broker.txn_coordinator.shutdown())
         for hook in self.startup_hooks:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from broker.cluster.shared import SharedCluster
     from broker.config.broker_config import BrokerConfig
     from broker.control.controls import Controls
+    from broker.inspect.live.recorder import TxnRecorder
     from broker.net.sasl import SaslSession
     from broker.ops.metrics import BrokerMetrics
     from broker.replica.fetch_sessions import FetchSessionCache
@@ -63,6 +64,8 @@ class Services(Protocol):
     sasl_sessions: dict[str, SaslSession]
     # fault rules, the request log, the emulated Kafka release (the control endpoint's)
     controls: Controls
+    # the inspector's timeline events (shared by a process's brokers); None while the inspector is off
+    txn_recorder: TxnRecorder | None
     # StandardAuthorizer semantics over the ACLs in the cluster metadata; None: no authorizer configured
     authorizer: Authorizer | None
 

@@ -10,6 +10,8 @@ configuration, time and metrics. So are these: the broker implements the ports
   the offsets partition in the producer's transaction (and, for Transactions V2, add it).
 - ``CoordinatorEnv``: configuration, node id, feature levels, the metrics sink, dynamic group
   configs, the producer-id source and whether the broker is stopping.
+- ``TransactionObserver``: told of each durable transaction state change and of each round of
+  markers (the broker's inspector records them for a transaction's timeline; absent by default).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from protocol.errors import ErrorCode
 from storage.clock import Clock
 
 if TYPE_CHECKING:
+    from coordinator.txn.state import TxnTransitMetadata
     from storage.log.partition_log import AppendResult, PartitionLog
 
 TopicPartition = tuple[str, int]
@@ -119,4 +122,19 @@ class TransactionVerifier(Protocol):
                              targets: dict[TopicPartition, tuple[PartitionLog, int]],
                              retry_concurrent: bool) -> dict[TopicPartition, ErrorCode]:
         """Transactions V2: add the partitions to the producer's transaction; errors per partition."""
+        ...
+
+
+class TransactionObserver(Protocol):
+    """What the transaction coordinator reports as it happens, for whoever watches (the broker's
+    inspector). Called on the event loop, after the fact; must be cheap and must not raise."""
+
+    def transaction_state_changed(self, transactional_id: str, previous_state: int, transit: TxnTransitMetadata,
+                                  state_partition: int, coordinator_epoch: int, offset: int) -> None:
+        """A transition is durable in ``__transaction_state-state_partition`` at ``offset`` and applied."""
+        ...
+
+    def markers_answered(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                         results: Mapping[TopicPartition, ErrorCode]) -> None:
+        """One round of markers was answered by the partitions' leaders (an error code per partition)."""
         ...

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh Debian machine, then run the whole suite.
-# Installs: kcat and Go if missing (Debian), the project and its test extras (PyPI, into .venv), and the Java
+# Installs: kcat, Go, Chromium and chromium-driver if missing (Debian), the project and its test extras (PyPI, into .venv), and the Java
 # client scenarios + Apache Kafka reference jars (Maven Central, cached in ~/.m2 and ~/.cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,9 @@ command -v mvn >/dev/null || need+=(maven)
 # else Debian's (Go >= 1.21 fetches the toolchain tests/go/go.mod asks for from the module proxy).
 [[ -x /usr/local/go/bin/go ]] && export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || need+=(golang-go)
+# Chromium headless and its WebDriver, for the inspector page's browser tests (tests/e2e/test_inspector_browser.py)
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 if ((${#need[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null

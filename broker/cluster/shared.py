@@ -13,6 +13,7 @@ from broker.cluster.metadata import MetadataStore
 from broker.cluster.replication_control import ReplicationControl, TopicSettings
 from broker.config.broker_config import BrokerConfig
 from broker.config.features import ELR_VERSION
+from broker.inspect.live.recorder import TxnRecorder
 from coordinator.producer_ids import ProducerIdManager
 from storage.log_config import LogConfig
 
@@ -28,6 +29,8 @@ class SharedCluster:
     producer_ids: ProducerIdManager | None = None  # built once the metadata dir is locked
     # the running brokers by id, for what brokers of one process ask each other directly
     members: dict[int, Services] = field(default_factory=dict)
+    # what the transactions of every broker of the process did, for the inspector (None: not recorded)
+    txn_recorder: TxnRecorder | None = None
 
 
 class ConfiguredTopicSettings(TopicSettings):

@@ -171,7 +171,14 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("unstable.api.versions.enable", "boolean", False),
     # Not Kafka's: the Prometheus endpoint and the log level of this broker.
     ("metrics.port", "int", 0),
-    ("metrics.host", "string", "0.0.0.0"),
+    ("metrics.host", "string", "127.0.0.1"),
+    # Not Kafka's: the transaction inspector served beside /metrics (broker.inspect.live): on with the
+    # metrics endpoint, its abort action only on a loopback metrics.host unless enabled, and the bounds
+    # of the events kept for transactions' timelines
+    ("inspector.enable", "boolean", True),
+    ("inspector.actions.enable", "boolean", False),
+    ("inspector.timeline.events.per.id", "int", 200),
+    ("inspector.timeline.max.events", "int", 100000),
     ("log.level", "string", "INFO"),
     # Not Kafka's: how many brokers this process runs (--brokers; node ids 1..N, ports +0..N-1)
     ("cluster.brokers", "int", 1),

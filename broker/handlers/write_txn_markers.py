@@ -45,7 +45,7 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
             parts = [
                 PartitionResult(partition_index=p, error_code=int(write_txn_marker(
                     broker, t.name, p, m.producer_id, m.producer_epoch, bool(m.transaction_result),
-                    m.coordinator_epoch, tv,
+                    m.coordinator_epoch, tv, via="WriteTxnMarkers",
                 )))
                 for p in t.partition_indexes
             ]

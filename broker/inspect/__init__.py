@@ -7,6 +7,11 @@
 - ``offline``: views of a data directory read from its files (``data_dir``, ``partitions_view``,
   ``transactions_view``, written as text by ``views_text``).
 
-``python -m broker.inspect`` (``cli``) is the command line. It reads files only and never needs
-the broker running; it imports protocol, storage and coordinator, never the broker's runtime.
+- ``live``: the same views and more read from a running broker, served beside ``/metrics``
+  (``broker.inspect.live``: the page, its JSON API, the timeline recorder, hanging transactions).
+
+``python -m broker.inspect`` (``cli``) is the command line. ``files`` and ``offline`` read files
+only and never need the broker running; ``live`` (``live_cli``) reads the JSON API over HTTP. The
+command line imports protocol, storage and coordinator, never the broker's runtime (the
+``live`` package is the broker's side).
 """

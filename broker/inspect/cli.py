@@ -5,13 +5,16 @@
     python -m broker.inspect offline LOG_DIRS partitions [--topic T]... [--skip-empty] [--json]
     python -m broker.inspect offline LOG_DIRS transactions [--json]
 
+    python -m broker.inspect live [--url URL] overview|transactions|timeline ID|partitions|groups|hanging|abort|files
+
 ``files`` prints what ``kafka-dump-log.sh --files PATH,...`` prints (same options, same text; a
 directory stands for its segment files); ``offline`` reads a data directory (``log.dirs``) with
-the broker stopped. Every command takes ``--json`` for the same data as one JSON document.
+the broker stopped; ``live`` asks a running broker's inspector (``broker.inspect.live_cli``) for
+the same views and more, and prints them with the same renderers. Every command takes ``--json``
+for the same data as one JSON document.
 
 The data-directory views are named in ``VIEWS`` (view -> how to read it offline, how to write it
-as text), so a live mode can add a ``live URL VIEW`` command that fetches the same dicts from a
-running broker and reuses the renderers.
+as text).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Any, TextIO
 from broker.inspect import jackson
 from broker.inspect.dump_text import dump_lines, final_errors, immediate_errors
 from broker.inspect.files import FileOptions, dump_file, expand
+from broker.inspect.live_cli import add_parser as add_live_parser
+from broker.inspect.live_cli import run_live
 from broker.inspect.log_dump import INT32_MAX, LogDumpError
 from broker.inspect.partitions_view import partitions
 from broker.inspect.record_decoders import MissingKeyError
@@ -88,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     parts.add_argument("--json", action="store_true")
     txns = views.add_parser("transactions", help="transactional ids and their latest state")
     txns.add_argument("--json", action="store_true")
+    add_live_parser(sub)
     return ap
 
 
@@ -146,4 +152,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     err = err or sys.stderr
     if args.command == "files":
         return run_files(args, out, err)
+    if args.command == "live":
+        return run_live(args, out, err)
     return run_view(args, out, err)

@@ -23,6 +23,7 @@ from broker.control.faults import Fault
 from broker.control.request_keys import request_keys
 from broker.control.request_log import LoggedRequest, RequestLog
 from broker.handlers.registry import HANDLERS, ApiSpec
+from broker.inspect.live.recorder import TXN_APIS, PendingRequest
 from broker.net.context import NO_RESPONSE, RawResponse, RequestContext
 from broker.security.principal import ANONYMOUS
 from protocol.headers import MalformedHeader, parse_request_header, peek_api, response_header
@@ -83,6 +84,8 @@ class Dispatcher:
         self.broker = broker
         self.metrics = broker.metrics
         self.controls = broker.controls
+        # the inspector's timeline: transactional requests only, and only while the page is on
+        self.recorder = broker.txn_recorder
 
     def handle(
         self, frame: bytes | bytearray, client_host: str, local_host: str, connection_id: str, listener: str,
@@ -150,10 +153,13 @@ class Dispatcher:
             self.broker, api_key, version, header.correlation_id, header.client_id, client_host, local_host,
             connection_id, listener, principal,
         )
+        traced = None
+        if self.recorder is not None and api_key in TXN_APIS:
+            traced = self.recorder.request(self.broker.node_id, api_key, version, header.client_id, request)
         if self.controls.engaged:  # fault rules, the request log: the control endpoint's path
-            return self._controlled(spec, request, ctx)
+            return self._controlled(spec, request, ctx, traced)
         started = time.perf_counter()
-        result = spec.handler(ctx, request)
+        result = spec.handler(ctx, request) if traced is None else self._traced(spec, ctx, request, traced)
         elapsed = time.perf_counter() - started
         if inspect.isawaitable(result):
             return self._finish_async(ctx, result, started, elapsed)
@@ -161,6 +167,20 @@ class Dispatcher:
         if self.broker.quotas.enforcing_requests:
             self._request_quota(ctx, result, elapsed)
         return encode_response(api_key, version, header.correlation_id, result)
+
+    def _traced(self, spec: ApiSpec, ctx: RequestContext, request: Any, traced: PendingRequest) -> Any:
+        """The handler's answer, shown to the inspector's recorder when it is there."""
+        result = spec.handler(ctx, request)
+        if inspect.isawaitable(result):
+            return self._traced_async(result, traced)
+        traced.answered(result)
+        return result
+
+    @staticmethod
+    async def _traced_async(result: Awaitable[Any], traced: PendingRequest) -> Any:
+        response = await result
+        traced.answered(response)
+        return response
 
     async def _finish_async(self, ctx: RequestContext, result: Awaitable[Any], started: float,
                             busy: float) -> Encoded | None:
@@ -191,7 +211,8 @@ class Dispatcher:
 
     # --- the control endpoint's path: fault rules and the request log -------------------------------
 
-    def _controlled(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Encoded | None | Awaitable[Encoded | None]:
+    def _controlled(self, spec: ApiSpec, request: Any, ctx: RequestContext,
+                    traced: PendingRequest | None = None) -> Encoded | None | Awaitable[Encoded | None]:
         controls, broker = self.controls, self.broker
         faults = controls.faults
         keys = request_keys(ctx.api_key, request, broker.metadata.name_of) \
@@ -207,6 +228,10 @@ class Dispatcher:
                      **fault.to_json())
             if entry is not None:
                 entry.fault = fault.action if fault.action != "error" else f"error {fault.error.name}"
+            if traced is not None:  # the timeline shows the fault; an answer not carried out has its error
+                traced.event.data["fault"] = fault.action if fault.action != "error" else f"error {fault.error.name}"
+                if fault.action == "error":
+                    traced.event.data["error"] = fault.error.name
             if fault.action == "error" and rule.topic is not None and ctx.api_key in SCOPED:
                 scope = (rule.topic, rule.partition)
             if not fault.apply and not (scope is not None and ctx.api_key in CARRIED_OUT_SCOPED):
@@ -215,7 +240,7 @@ class Dispatcher:
                     self._closed(entry, "fault rule: connection closed instead of answering")
                 return self._controlled_answer(ctx, request, None, fault, entry, scope)
         started = time.perf_counter()
-        result = spec.handler(ctx, request)
+        result = spec.handler(ctx, request) if traced is None else self._traced(spec, ctx, request, traced)
         busy = time.perf_counter() - started
         if inspect.isawaitable(result):
             return self._controlled_async(ctx, request, result, started, busy, fault, entry, scope)

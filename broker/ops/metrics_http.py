@@ -8,6 +8,9 @@ hundreds of partitions). Supports what Prometheus sends: the OpenMetrics ``Accep
 ``Accept-Encoding: gzip`` and ``?name[]=`` filters; ``/`` answers the same as ``/metrics`` and
 ``/healthz`` answers ``ok``. One request per connection; a scraper that does not read its
 answer within _WRITE_TIMEOUT is cut off, so never-reading clients cannot pile up answers.
+
+``/inspect`` and below is the transaction inspector (``broker.inspect.live.routes``), on the same
+port and the same loop, unless ``inspector.enable`` is false.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
+from broker.inspect.live.routes import MAX_BODY, Inspector
+from broker.inspect.live.settings import inspector_enabled
 from broker.ops.http_head import read_head
 
 if TYPE_CHECKING:
@@ -72,7 +77,8 @@ def _response(status: str, body: bytes, headers: dict[str, str] | None = None, h
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
 
 
-async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 inspector: Inspector | None = None) -> None:
     abort = False
     writer.transport.set_write_buffer_limits(high=0)  # drain() waits until the answer is in the kernel
     try:
@@ -84,7 +90,27 @@ async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: a
             return
         method, headers = head.method, head.headers
         path, _, query = head.target.partition("?")
-        if method not in ("GET", "HEAD"):
+        if inspector is not None and (path == "/inspect" or path.startswith("/inspect/")):
+            body = b""
+            if method == "POST":
+                try:
+                    length = int(headers.get("content-length") or 0)
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY:
+                    writer.write(_response("413 Payload Too Large", b"too large\n"))
+                    return
+                try:
+                    body = await asyncio.wait_for(reader.readexactly(length), _READ_TIMEOUT) if length else b""
+                except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+                    return
+            status, out_headers, answer = await inspector.handle(method, head.target, headers, body)
+            if "gzip" in headers.get("accept-encoding", "") and len(answer) > 4096 \
+                    and not out_headers["Content-Type"].startswith("image/"):
+                answer = gzip.compress(answer, compresslevel=1)
+                out_headers["Content-Encoding"] = "gzip"
+            writer.write(_response(status, answer, out_headers, head_only=method == "HEAD"))
+        elif method not in ("GET", "HEAD"):
             writer.write(_response("405 Method Not Allowed", b"GET /metrics\n"))
         elif path in ("/metrics", "/"):
             metrics.prepare_scrape()
@@ -94,7 +120,7 @@ async def _serve(metrics: BrokerMetrics, reader: asyncio.StreamReader, writer: a
         elif path == "/healthz":
             writer.write(_response("200 OK", b"ok\n", head_only=method == "HEAD"))
         else:
-            writer.write(_response("404 Not Found", b"try /metrics\n"))
+            writer.write(_response("404 Not Found", b"try /metrics or /inspect\n" if inspector else b"try /metrics\n"))
         try:
             await asyncio.wait_for(writer.drain(), _WRITE_TIMEOUT)
         except (TimeoutError, ConnectionError):
@@ -120,10 +146,12 @@ async def start_metrics(broker: Broker) -> asyncio.AbstractServer | None:
         return None
     host = str(broker.config.get("metrics.host") or "").strip() or None
     metrics = broker.metrics
+    inspector = Inspector(broker) if inspector_enabled(broker.config) else None
     server = await asyncio.start_server(
-        lambda r, w: _serve(metrics, r, w), host, port, reuse_address=True, limit=_MAX_HEAD)
+        lambda r, w: _serve(metrics, r, w, inspector), host, port, reuse_address=True, limit=_MAX_HEAD)
     broker.metrics_port = server.sockets[0].getsockname()[1]
-    log.info("metrics endpoint listening", host=host or "0.0.0.0", port=broker.metrics_port, path="/metrics")
+    log.info("metrics endpoint listening", host=host or "0.0.0.0", port=broker.metrics_port, path="/metrics",
+             inspector="/inspect" if inspector is not None else None)
 
     async def close(_broker: Broker) -> None:
         server.close()

@@ -41,21 +41,36 @@ def write_txn_marker(
     commit: bool,
     coordinator_epoch: int,
     transaction_version: int,
+    via: str = "coordinator",
 ) -> ErrorCode:
-    """Append the marker; the partition's error code (NONE once it is in the log)."""
+    """Append the marker; the partition's error code (NONE once it is in the log). ``via`` says who
+    asked (the coordinator in process, a WriteTxnMarkers request, the inspector's abort) for the
+    inspector's timeline."""
+    code = _write_txn_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+                             transaction_version)
+    recorder = broker.txn_recorder
+    if recorder is not None and code[0] != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        recorder.marker(broker.node_id, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+                        code[1], code[0], via)
+    return code[0]
+
+
+def _write_txn_marker(broker: Services, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                      commit: bool, coordinator_epoch: int, transaction_version: int) -> tuple[ErrorCode, int]:
+    """(error, the marker's offset or -1)."""
     rm = broker.replica_manager
     plog = broker.log_manager.get(topic, partition)
     if plog is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
     reg = broker.metadata.partition(topic, partition)
     if reg is not None and reg.leader != broker.node_id:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
     now = broker.clock.now_ms()
     batch = rec.build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                     coordinator_epoch=coordinator_epoch, timestamp=now)
     try:
-        plog.append(batch, rec.validate_batches(batch), leader_epoch=rm.leader_epoch(topic, partition), now_ms=now,
-                    origin=AppendOrigin.COORDINATOR, transaction_version=transaction_version)
+        result = plog.append(batch, rec.validate_batches(batch), leader_epoch=rm.leader_epoch(topic, partition),
+                             now_ms=now, origin=AppendOrigin.COORDINATOR, transaction_version=transaction_version)
     except Exception as e:  # noqa: BLE001 - the partition's error code goes back to the coordinator
         code = error_code_of(e)
         if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -63,13 +78,13 @@ def write_txn_marker(
         else:
             log.info("transaction marker rejected", topic=topic, partition=partition, producer_id=producer_id,
                      producer_epoch=producer_epoch, error=code.name, detail=str(e))
-        return code
+        return code, -1
     rm.wake(topic, partition)
     if topic == OFFSETS_TOPIC:
         gc = broker.group_coordinator
         if gc is not None:
             gc.complete_transaction(partition, producer_id, commit)
-    return ErrorCode.NONE
+    return ErrorCode.NONE, result.last_offset
 
 
 class InProcessMarkerChannel:

@@ -44,7 +44,7 @@ from coordinator.txn.state_manager import TransactionStateManager
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 
 if TYPE_CHECKING:
-    from coordinator.runtime import CoordinatorEnv, PartitionWriter
+    from coordinator.runtime import CoordinatorEnv, PartitionWriter, TransactionObserver
 
 log = structlog.get_logger(__name__)
 
@@ -66,10 +66,11 @@ class _Prepared:
 class TransactionCoordinator:
     """One per broker; owns every transactional id whose ``__transaction_state`` partition it leads."""
 
-    def __init__(self, env: CoordinatorEnv, writer: PartitionWriter, channel: MarkerChannel) -> None:
+    def __init__(self, env: CoordinatorEnv, writer: PartitionWriter, channel: MarkerChannel,
+                 observer: TransactionObserver | None = None) -> None:
         self.env = env
-        self.state_manager = TransactionStateManager(env, writer)
-        self.markers = TransactionMarkerManager(env, self.state_manager, channel)
+        self.state_manager = TransactionStateManager(env, writer, observer)
+        self.markers = TransactionMarkerManager(env, self.state_manager, channel, observer)
         cfg = env.config
         self.abort_interval_ms = int(cfg.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.expiry_interval_ms = int(cfg.get("transaction.remove.expired.transaction.cleanup.interval.ms"))

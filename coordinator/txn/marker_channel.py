@@ -27,7 +27,7 @@ from coordinator.txn.state import TopicPartition, TransactionMetadata, Transacti
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from coordinator.runtime import CoordinatorEnv
+    from coordinator.runtime import CoordinatorEnv, TransactionObserver
     from coordinator.txn.state_manager import TransactionStateManager
 
 log = structlog.get_logger(__name__)
@@ -68,10 +68,12 @@ class MarkerChannel(Protocol):
 
 
 class TransactionMarkerManager:
-    def __init__(self, env: CoordinatorEnv, state_manager: TransactionStateManager, channel: MarkerChannel) -> None:
+    def __init__(self, env: CoordinatorEnv, state_manager: TransactionStateManager, channel: MarkerChannel,
+                 observer: TransactionObserver | None = None) -> None:
         self.env = env
         self.state_manager = state_manager
         self.channel = channel
+        self.observer = observer  # told of each round of markers (the broker's inspector), if any
         self.stop_before_commit_markers = str(env.config.get(TEST_STOP_BEFORE_MARKERS) or "").lower() == "true"
         self._tasks: set[asyncio.Task] = set()
         self.closed = False
@@ -126,6 +128,9 @@ class TransactionMarkerManager:
             except Exception:  # noqa: BLE001 - a transport failure is retried like any other
                 log.exception("sending transaction markers failed", transactional_id=txn_id)
                 results = {tp: ErrorCode.NETWORK_EXCEPTION for tp in pending}
+            if self.observer is not None:
+                self.observer.markers_answered(txn_id, marker.producer_id, marker.producer_epoch, commit,
+                                               {tp: results.get(tp, ErrorCode.NETWORK_EXCEPTION) for tp in pending})
             retry = False
             for tp in pending:
                 code = results.get(tp, ErrorCode.NETWORK_EXCEPTION)

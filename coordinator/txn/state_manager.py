@@ -41,7 +41,7 @@ from protocol.record_codec import decode_records
 from storage.log_config import segment_bytes_config
 
 if TYPE_CHECKING:
-    from coordinator.runtime import CoordinatorEnv, PartitionWriter
+    from coordinator.runtime import CoordinatorEnv, PartitionWriter, TransactionObserver
 
 log = structlog.get_logger(__name__)
 
@@ -81,9 +81,11 @@ def map_append_error(code: ErrorCode) -> ErrorCode:
 
 
 class TransactionStateManager:
-    def __init__(self, env: CoordinatorEnv, writer: PartitionWriter) -> None:
+    def __init__(self, env: CoordinatorEnv, writer: PartitionWriter,
+                 observer: TransactionObserver | None = None) -> None:
         self.env = env
         self.writer = writer
+        self.observer = observer  # told of each durable transition (the broker's inspector), if any
         cfg = env.config
         self.num_partitions = int(cfg.get("transaction.state.log.num.partitions"))
         self.segment_bytes = int(cfg.get("transaction.state.log.segment.bytes"))
@@ -178,16 +180,21 @@ class TransactionStateManager:
     async def write_records(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         """Append one batch to ``__transaction_state-partition`` (the log flushes it per its
         flush settings, synchronously when ``flush.messages`` is 1)."""
+        return (await self._write_records(partition, records))[0]
+
+    async def _write_records(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
+        """(error, offset of the batch's last record; -1 when not written)."""
         batch = batches.build_batch(records, timestamp=self.env.clock.now_ms())
         try:
             result = self.writer.append(TRANSACTION_STATE_TOPIC, partition, batch)
         except KafkaError as e:
-            return map_append_error(e.code)
+            return map_append_error(e.code), -1
         except Exception:  # noqa: BLE001 - a storage failure is a coordinator error, never a crash
             log.exception("transaction log append failed", partition=partition)
-            return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.NOT_COORDINATOR, -1
         # answered once replicated (acks=all), so a new coordinator finds what this one said
-        return map_append_error(await self.writer.committed(TRANSACTION_STATE_TOPIC, partition, result.last_offset + 1))
+        code = await self.writer.committed(TRANSACTION_STATE_TOPIC, partition, result.last_offset + 1)
+        return map_append_error(code), result.last_offset
 
     async def append_transaction_to_log(
         self,
@@ -203,7 +210,7 @@ class TransactionStateManager:
         partition = self.partition_for(transactional_id)
         key = txnrec.encode_key(transactional_id)
         value = txnrec.encode_value(transit, self.transaction_version)
-        error = await self.write_records(partition, [(key, value)])
+        error, offset = await self._write_records(partition, [(key, value)])
         if error != ErrorCode.NONE:
             log.debug("transaction log append failed", transactional_id=transactional_id, error=error.name)
         code, found = self.get_transaction_state(transactional_id)
@@ -216,7 +223,11 @@ class TransactionStateManager:
             metadata = found[1]
             if metadata.pending_state is None:
                 return ErrorCode.NOT_COORDINATOR
+            previous = metadata.state
             metadata.complete_transition_to(transit)
+            if self.observer is not None:
+                self.observer.transaction_state_changed(transactional_id, int(previous), transit, partition,
+                                                        coordinator_epoch, offset)
             return ErrorCode.NONE
         if (code == ErrorCode.NONE and found is not None and found[0] == coordinator_epoch
                 and not retry_on_error(error)):
@@ -333,10 +344,10 @@ class TransactionStateManager:
                     doomed.append((m, m.prepare_dead()))
             if not doomed:
                 continue
-            error = await self.write_records(partition, [(txnrec.encode_key(m.transactional_id), None)
-                                                         for m, _ in doomed])
+            error, last = await self._write_records(partition, [(txnrec.encode_key(m.transactional_id), None)
+                                                                for m, _ in doomed])
             current = self.cache.get(partition)
-            for m, transit in doomed:
+            for i, (m, transit) in enumerate(doomed):
                 if (
                     error == ErrorCode.NONE
                     and current is not None
@@ -347,6 +358,9 @@ class TransactionStateManager:
                     current.pop(m.transactional_id, None)
                     removed += 1
                     log.info("expired transactional id", transactional_id=m.transactional_id)
+                    if self.observer is not None:  # the tombstones are one batch, in this order
+                        self.observer.transaction_state_changed(m.transactional_id, int(m.state), transit, partition,
+                                                                epoch, last - (len(doomed) - 1 - i))
                 else:
                     log.warning("failed to remove expired transactional id", transactional_id=m.transactional_id,
                                 error=error.name)

@@ -126,3 +126,6 @@ def test_schemas_ship_in_the_wheel():
     for folder in ("protocol/schemas", "coordinator/group/schemas", "broker/inspect/schemas"):
         shipped = sorted(p.name for p in (site / folder).glob("*.json"))
         assert shipped and shipped == sorted(p.name for p in (ROOT / folder).glob("*.json"))
+    # the inspector page's stylesheet and script
+    static = "broker/inspect/live/static"
+    assert sorted(p.name for p in (site / static).iterdir()) == sorted(p.name for p in (ROOT / static).iterdir())

@@ -31,7 +31,8 @@ _DIGEST_FILE = "pykafka-broker.digest"
 def _sources() -> list[Path]:
     files = [ROOT / name for name in PROJECT_FILES]
     for pkg in PACKAGES:
-        files += sorted(p for p in (ROOT / pkg).rglob("*") if p.is_file() and p.suffix in (".py", ".json"))
+        files += sorted(p for p in (ROOT / pkg).rglob("*")
+                        if p.is_file() and p.suffix in (".py", ".json", ".css", ".js"))  # the wheel's files
     return files
 
 
