@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 from broker.inspect.message_spec import FieldSpec, MessageSpec
+from protocol.primitives import MalformedRequest, read_uvarint
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 _FIXED = {
@@ -51,15 +52,13 @@ class _Reader:
         return s.unpack(self.raw(s.size))[0]
 
     def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            b = self.raw(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise MessageReadError("varint is too long")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos)
+        except IndexError:
+            raise MessageReadError("buffer underflow") from None
+        except MalformedRequest:
+            raise MessageReadError("varint is too long") from None
+        return value
 
 
 def _default(f: FieldSpec) -> Any:

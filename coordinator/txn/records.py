@@ -24,6 +24,7 @@ import struct
 from dataclasses import dataclass
 
 from coordinator.txn.state import TV_0, TopicPartition, TransactionState, TxnTransitMetadata
+from protocol.primitives import MalformedRequest, read_uvarint
 
 KEY_RECORD_TYPE = 0  # CoordinatorRecordType.TRANSACTION_LOG
 
@@ -185,15 +186,13 @@ class _Reader:
         return b
 
     def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            b = self.raw(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise TxnRecordError("malformed unsigned varint")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos)
+        except IndexError:
+            raise TxnRecordError("transaction log value is truncated") from None
+        except MalformedRequest:
+            raise TxnRecordError("malformed unsigned varint") from None
+        return value
 
 
 def decode_value(data: bytes | None) -> TransactionLogValue | None:
