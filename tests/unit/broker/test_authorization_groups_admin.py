@@ -11,11 +11,8 @@ alice gets ACLs for the span of one test (``grant``); admin (a super user) sets 
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,11 +20,12 @@ from typing import Any
 import pytest
 
 from broker.broker import Broker
-from broker.config.broker_config import BrokerConfig
 from broker.security.acls import Acl, AclFilter, Operation, PatternType, Permission, ResourceType
+from broker.testing import free_port
 from protocol.errors import ErrorCode
 from protocol.messages import request_class
 from tests.differential.wire import WireClient, build
+from tests.support.broker_thread import BrokerThread
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,57 +38,8 @@ ZERO = uuid.UUID(int=0)
 E = ErrorCode
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class _Running(threading.Thread):
-    """The broker on its own event loop, in a thread of this process."""
-
-    def __init__(self, properties: dict[str, str]) -> None:
-        super().__init__(name="authz-broker", daemon=True)
-        self.properties = properties
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.broker: Broker | None = None
-        self._stop_event: asyncio.Event | None = None
-
-    def run(self) -> None:
-        async def main() -> None:
-            self.loop = asyncio.get_running_loop()
-            self._stop_event = asyncio.Event()
-            self.broker = Broker(BrokerConfig(self.properties))
-            await self.broker.start()
-            self.ready.set()
-            await self._stop_event.wait()
-            await self.broker.stop()
-
-        try:
-            asyncio.run(main())
-        except BaseException as e:  # noqa: BLE001 - reported to the test that waits for the start
-            self.error = e
-            self.ready.set()
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        """``fn()`` on the broker's loop (what the broker's state is touched from)."""
-        assert self.loop is not None
-
-        async def run() -> Any:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
-
-    def stop(self) -> None:
-        if self.loop is not None and self._stop_event is not None:
-            self.loop.call_soon_threadsafe(self._stop_event.set)
-        self.join(30)
-
-
 class Cluster:
-    def __init__(self, running: _Running, sasl_port: int) -> None:
+    def __init__(self, running: BrokerThread, sasl_port: int) -> None:
         self.running = running
         self.bootstrap = f"127.0.0.1:{sasl_port}"
         self._clients: dict[str, WireClient] = {}
@@ -150,9 +99,9 @@ def on_cluster(op: Operation) -> Acl:
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    plain, sasl = _free_port(), _free_port()
+    plain, sasl = free_port(), free_port()
     data: Path = tmp_path_factory.mktemp("authz")
-    running = _Running({
+    running = BrokerThread(name="authz-broker", properties={
         "log.dirs": str(data),
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
         "sasl.enabled.mechanisms": "PLAIN",
@@ -160,11 +109,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "authorizer.class.name": STANDARD,
         "super.users": "User:admin",
         "group.initial.rebalance.delay.ms": "0",
-    })
-    running.start()
-    running.ready.wait(60)
-    if running.error is not None:
-        raise running.error
+    }).start_and_wait(60)
     cluster = Cluster(running, sasl)
     try:
         yield cluster

@@ -5,12 +5,9 @@ and groups with members, committed offsets and pending transactional offsets
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,62 +19,17 @@ from broker.inspect.jackson import plain
 from broker.inspect.live.settings import actions_enabled, inspector_enabled, is_loopback
 from broker.testing import free_port
 from coordinator.group.java_hash import partition_for
+from tests.support.broker_thread import BrokerThread
 from tests.support.inspector_scenario import build_scenario, read_committed
 
 pytestmark = pytest.mark.timeout(120)
 
 
-class Running(threading.Thread):
-    """A broker on its own event loop in a thread of this process."""
-
-    def __init__(self, properties: dict[str, str]) -> None:
-        super().__init__(name="inspector-broker", daemon=True)
-        self.properties = properties
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.broker: Broker | None = None
-        self._stop_event: asyncio.Event | None = None
-
-    def run(self) -> None:
-        async def main() -> None:
-            self.loop = asyncio.get_running_loop()
-            self._stop_event = asyncio.Event()
-            self.broker = Broker(BrokerConfig(self.properties))
-            await self.broker.start()
-            self.ready.set()
-            await self._stop_event.wait()
-            await self.broker.stop()
-
-        try:
-            asyncio.run(main())
-        except BaseException as e:  # noqa: BLE001 - reported to the test waiting for the start
-            self.error = e
-            self.ready.set()
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        assert self.loop is not None
-
-        async def run() -> Any:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
-
-    def stop(self) -> None:
-        if self.loop is not None and self._stop_event is not None:
-            self.loop.call_soon_threadsafe(self._stop_event.set)
-        self.join(30)
-
-
-def start_broker(tmp_path, **overrides: str) -> Running:
-    r = Running({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0",
-                 "metrics.port": str(free_port()), "group.initial.rebalance.delay.ms": "0",
-                 "transaction.partition.verification.enable": "false", **overrides})
-    r.start()
-    r.ready.wait(30)
-    if r.error is not None:
-        raise r.error
-    return r
+def start_broker(tmp_path, **overrides: str) -> BrokerThread:
+    return BrokerThread({"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0",
+                         "metrics.port": str(free_port()), "group.initial.rebalance.delay.ms": "0",
+                         "transaction.partition.verification.enable": "false", **overrides},
+                        name="inspector-broker").start_and_wait()
 
 
 class Api:
