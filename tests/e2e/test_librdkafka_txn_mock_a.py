@@ -45,6 +45,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing import KafkaCluster
+from tests.support.librdkafka_calls import error_of
 from tests.support.runtime_env import runtime_python
 
 INFINITE = 30.0  # stands for the C test's -1 timeouts
@@ -59,15 +60,6 @@ def cgmetadata(group_id: str) -> bytes:
     rd_kafka_consumer_group_metadata_write() does (confluent-kafka has no constructor for it and a
     Consumer would send FindCoordinator requests of its own)."""
     return b"CGMDv2:" + struct.pack("<i", -1) + group_id.encode() + b"\0" + b"\0" + b"\1"
-
-
-def error_of(call: Callable[..., Any], *args: Any) -> KafkaError | None:
-    """The rd_kafka_error_t a transactional call returns (None: success)."""
-    try:
-        call(*args)
-    except KafkaException as e:
-        return e.args[0]
-    return None
 
 
 class TxnProducer:
@@ -317,6 +309,24 @@ def test_unknown_producer_id_on_produce_is_abortable_and_abort_bumps_the_epoch(k
     rk.destroy()
 
 
+def bump_after_unknown_producer_id(kafka: KafkaCluster, txnid: str, name: str,
+                                   bump_answer: dict[str, Any]) -> TxnProducer:
+    """What #3-#5 share: a transaction (coordinator on broker 2) with one record delivered, then a
+    second record answered UNKNOWN_PRODUCER_ID, so that the next transactional call bumps the epoch
+    (KIP-360) with an InitProducerId that broker 2 answers ``bump_answer``."""
+    rk = TxnProducer(kafka, txnid, name, **{"batch.num.messages": 1})
+    kafka.set_coordinator("transaction", txnid, 2)
+    rk.ignore_dr_err = True
+    rk.p.init_transactions(INFINITE)
+    rk.p.begin_transaction()
+    rk.produce("mytopic", 0)
+    rk.test_flush(INFINITE)
+    rk.push("InitProducerId", bump_answer, broker=2)
+    rk.push("Produce", "UNKNOWN_PRODUCER_ID")
+    rk.produce("mytopic", 0)
+    return rk
+
+
 # --- #3, #4 -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("error_code", ["INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"])
@@ -324,19 +334,8 @@ def test_fencing_error_on_the_epoch_bump_is_fatal(kafka: KafkaCluster, error_cod
     """do_test_txn_fenced_reinit(INVALID_PRODUCER_EPOCH) (#3) and (PRODUCER_FENCED) (#4): the
     KIP-360 epoch bump after UNKNOWN_PRODUCER_ID fails with a fencing error, so abort fails
     with a fatal error and the producer is in fatal state."""
-    txnid = f"myTxnId-fenced-reinit-{error_code}"
-    rk = TxnProducer(kafka, txnid, f"fenced_reinit_{error_code}", **{"batch.num.messages": 1})
-    kafka.set_coordinator("transaction", txnid, 2)
-    rk.ignore_dr_err = True
-
-    rk.p.init_transactions(INFINITE)
-    rk.p.begin_transaction()
-    rk.produce("mytopic", 0)
-    rk.test_flush(INFINITE)
-
-    rk.push("InitProducerId", {"error": error_code, "delay_ms": 0}, broker=2)  # fails the re-init
-    rk.push("Produce", "UNKNOWN_PRODUCER_ID")
-    rk.produce("mytopic", 0)
+    rk = bump_after_unknown_producer_id(kafka, f"myTxnId-fenced-reinit-{error_code}",
+                                        f"fenced_reinit_{error_code}", {"error": error_code, "delay_ms": 0})
     rk.test_flush(INFINITE)
 
     error = error_of(rk.p.abort_transaction, INFINITE)
@@ -442,18 +441,8 @@ def test_abort_times_out_retriably_while_the_epoch_bump_is_slow_and_then_resumes
     producer runs a new transaction. The delay is scaled from 10 s to 3 s, the sleep from 12 s
     to 4 s."""
     txnid = f"myTxnId-slow-reinit-{with_sleep}"
-    rk = TxnProducer(kafka, txnid, f"txn_slow_reinit_{with_sleep}", **{"batch.num.messages": 1})
-    kafka.set_coordinator("transaction", txnid, 2)
-    rk.ignore_dr_err = True
-
-    rk.p.init_transactions(INFINITE)
-    rk.p.begin_transaction()
-    rk.produce("mytopic", 0)
-    rk.test_flush(INFINITE)
-
-    rk.push("InitProducerId", {"error": "NONE", "delay_ms": SLOW_REINIT_MS}, broker=2)
-    rk.push("Produce", "UNKNOWN_PRODUCER_ID")
-    rk.produce("mytopic", 0)
+    rk = bump_after_unknown_producer_id(kafka, txnid, f"txn_slow_reinit_{with_sleep}",
+                                        {"error": "NONE", "delay_ms": SLOW_REINIT_MS})
 
     error = error_of(rk.p.commit_transaction, INFINITE)
     assert error is not None, "expected commit_transaction() to fail"

@@ -43,6 +43,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing import KafkaCluster
+from tests.support.librdkafka_calls import error_of
 from tests.support.runtime_env import runtime_python
 
 NO_ERROR = KafkaError.NO_ERROR
@@ -131,15 +132,6 @@ class Txn:
 
     def requests(self, kafka: KafkaCluster, api: str, **filters: Any) -> list[dict[str, Any]]:
         return kafka.requests.list(api=api, client_id=self.client_id, **filters)
-
-
-def error_of(call: Callable[..., Any], *args: Any) -> KafkaError | None:
-    """A transactional call's rd_kafka_error_t: None on success."""
-    try:
-        call(*args)
-    except KafkaException as e:
-        return e.args[0]
-    return None
 
 
 def group_metadata(kafka: KafkaCluster, group: str) -> Any:

@@ -632,12 +632,7 @@ func tfZombieFenced(t *testing.T, ctx context.Context, env *tfEnv, name string) 
 
 	end := env.requests(t, "EndTxn", txnID)
 	t.Logf("zombie: %v; abort: %v; EndTxn %v", err, abortErr, end)
-	if got := tfErrors(tfByClient(end, zombieID)); !reflect.DeepEqual(got, []string{"PRODUCER_FENCED"}) {
-		t.Fatalf("the zombie's EndTxn answers: %v", end)
-	}
-	if got := tfErrors(tfByClient(end, newID)); !reflect.DeepEqual(got, []string{"NONE"}) {
-		t.Fatalf("the new producer's EndTxn answers: %v", end)
-	}
+	tfExpectAnswers(t, end, map[string][]string{zombieID: {"PRODUCER_FENCED"}, newID: {"NONE"}})
 	env.checkOnce(t, ctx, name, committed)
 }
 
@@ -652,15 +647,13 @@ func tfCoordinatorDown(t *testing.T, ctx context.Context, env *tfEnv, name strin
 	begin(t, cl)
 	env.produce(t, ctx, cl, name, "a", 6, -1, committed)
 	down, _ := env.coordinator(t, txnID)
-	env.call(t, "POST", fmt.Sprintf("/brokers/%d/down", down), map[string]any{}, nil)
-	func() {
-		defer env.call(t, "POST", fmt.Sprintf("/brokers/%d/up", down), map[string]any{}, nil)
+	env.whileDown(t, down, func() {
 		env.produce(t, ctx, cl, name, "b", 6, -1, committed)
 		commit(t, ctx, cl)
 		if now, _ := env.coordinator(t, txnID); now == down {
 			t.Fatalf("the coordinator is still the downed broker %d", down)
 		}
-	}()
+	})
 	env.waitFullISR(t)
 	begin(t, cl)
 	env.produce(t, ctx, cl, name, "c", 3, -1, committed)
@@ -678,6 +671,23 @@ func tfCoordinatorDown(t *testing.T, ctx context.Context, env *tfEnv, name strin
 		t.Fatalf("want two EndTxn answered NONE, the first not by the downed broker %d: %v", down, end)
 	}
 	env.checkOnce(t, ctx, name, committed)
+}
+
+// tfExpectAnswers: each client's answers among these entries, in order, are the errors wanted.
+func tfExpectAnswers(t *testing.T, entries []tfEntry, want map[string][]string) {
+	t.Helper()
+	for client, errs := range want {
+		if got := tfErrors(tfByClient(entries, client)); !reflect.DeepEqual(got, errs) {
+			t.Fatalf("%s's answers: %v, want %v (all: %v)", client, got, errs, entries)
+		}
+	}
+}
+
+// whileDown runs fn with this broker down and brings it back up however fn ends.
+func (env *tfEnv) whileDown(t *testing.T, broker int32, fn func()) {
+	env.call(t, "POST", fmt.Sprintf("/brokers/%d/down", broker), map[string]any{}, nil)
+	defer env.call(t, "POST", fmt.Sprintf("/brokers/%d/up", broker), map[string]any{}, nil)
+	fn()
 }
 
 // tfLastSeq: the seq of the newest of these request log entries (0: none).
@@ -731,12 +741,7 @@ func tfZombieSendFenced(t *testing.T, ctx context.Context, env *tfEnv, name stri
 
 	end := env.requests(t, "EndTxn", txnID)
 	t.Logf("late record: %v; abort: %v; EndTxn %v", lateErr, abortErr, end)
-	if got := tfErrors(tfByClient(end, zombieID)); !reflect.DeepEqual(got, []string{"PRODUCER_FENCED"}) {
-		t.Fatalf("the zombie's EndTxn (abort) answers: %v", end)
-	}
-	if got := tfErrors(tfByClient(end, newID)); !reflect.DeepEqual(got, []string{"NONE"}) {
-		t.Fatalf("the new producer's EndTxn answers: %v", end)
-	}
+	tfExpectAnswers(t, end, map[string][]string{zombieID: {"PRODUCER_FENCED"}, newID: {"NONE"}})
 	env.checkOnce(t, ctx, name, committed)
 }
 
@@ -761,9 +766,7 @@ func tfCoordinatorDownDuringCommit(t *testing.T, ctx context.Context, env *tfEnv
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	env.call(t, "POST", fmt.Sprintf("/brokers/%d/down", down), map[string]any{}, nil)
-	func() {
-		defer env.call(t, "POST", fmt.Sprintf("/brokers/%d/up", down), map[string]any{}, nil)
+	env.whileDown(t, down, func() {
 		select {
 		case err := <-done:
 			if err != nil {
@@ -775,7 +778,7 @@ func tfCoordinatorDownDuringCommit(t *testing.T, ctx context.Context, env *tfEnv
 		if now, _ := env.coordinator(t, txnID); now == down {
 			t.Fatalf("the coordinator is still the downed broker %d", down)
 		}
-	}()
+	})
 	env.waitFullISR(t)
 	begin(t, cl)
 	env.produce(t, ctx, cl, name, "t2", 3, -1, committed)

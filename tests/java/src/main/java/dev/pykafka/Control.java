@@ -68,12 +68,19 @@ final class Control {
         call("DELETE", "/faults", null);
     }
 
-    void brokerDown(int id) throws Exception {
-        post("/brokers/" + id + "/down", "{}");
+    /** What runs while a broker is down. */
+    interface WhileDown {
+        void run() throws Exception;
     }
 
-    void brokerUp(int id) throws Exception {
-        post("/brokers/" + id + "/up", "{}");
+    /** Takes the broker down, runs this, and brings the broker back up however it ends. */
+    void whileDown(int id, WhileDown body) throws Exception {
+        post("/brokers/" + id + "/down", "{}");
+        try {
+            body.run();
+        } finally {
+            post("/brokers/" + id + "/up", "{}");
+        }
     }
 
     /** The leader of the transactional id's __transaction_state partition. */

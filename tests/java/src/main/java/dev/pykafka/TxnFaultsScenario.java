@@ -480,15 +480,13 @@ final class TxnFaultsScenario {
             p.flush();
             down = env.control.txnCoordinator(txnId);
             env.ctx.log("%s: coordinator broker %d down", name, down);
-            env.control.brokerDown(down);
-            try {
+            int downed = down;
+            env.control.whileDown(down, () -> {
                 send(env, p, name, "b", 6, committed);
                 p.commitTransaction();
                 int now = env.control.txnCoordinator(txnId);
-                check(now != down, "the coordinator is still the downed broker %d", down);
-            } finally {
-                env.control.brokerUp(down);
-            }
+                check(now != downed, "the coordinator is still the downed broker %d", downed);
+            });
             waitFullIsr(env);
             p.beginTransaction();
             send(env, p, name, "c", 3, committed);
@@ -583,13 +581,11 @@ final class TxnFaultsScenario {
                 }
             }, null);
             env.ctx.log("%s: EndTxn held on broker %d; taking it down", name, down);
-            env.control.brokerDown(down);
-            try {
+            int downed = down;
+            env.control.whileDown(down, () -> {
                 commit.get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-                check(env.control.txnCoordinator(txnId) != down, "the coordinator is still the downed broker %d", down);
-            } finally {
-                env.control.brokerUp(down);
-            }
+                check(env.control.txnCoordinator(txnId) != downed, "the coordinator is still the downed broker %d", downed);
+            });
             waitFullIsr(env);
             p.beginTransaction();
             send(env, p, name, "t2", 3, committed);
