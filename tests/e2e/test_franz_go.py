@@ -155,7 +155,7 @@ def test_franz_go_kgo_suite(kgo_tests, our_broker) -> None:
         "KGO_SEEDS": our_broker.seeds,
         "KGO_TEST_RF": str(our_broker.brokers),  # every topic on every broker
         # upstream default 500,000; the ETL tests check every record either way
-        "KGO_TEST_RECORDS": "20000" if our_broker.brokers == 1 else "10000",
+        "KGO_TEST_RECORDS": "20000" if our_broker.brokers == 1 else "5000",
         "KGO_TEST_UNSAFE": "1",  # as franz-go's CI: also the EndBeginTxnUnsafe transaction mode
         "KGO_TEST_STABLE_FETCH": "true",
         "KGO_TEST_SCRAM_SEEDS": our_broker.scram_seeds,
