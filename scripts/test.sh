@@ -41,4 +41,4 @@ case ${OCI_CHECK:-auto} in
   *) oci=0 ;;
 esac
 if ((oci)); then PYTHON=.venv/bin/python bash scripts/oci-smoke.sh; fi
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 "$@"

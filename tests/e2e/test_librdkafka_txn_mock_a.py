@@ -920,7 +920,7 @@ def test_request_timeouts_in_send_offsets_give_a_retriable_timeout(kafka: KafkaC
 
 
 def test_a_transactional_request_abandoned_by_its_client_still_completes_on_the_broker(kafka: KafkaCluster) -> None:
-    """Minimal reproduction of the broker bug #21 runs into (not a 0105 scenario): the client
+    """Minimal reproduction of the broker bug #21 ran into (not a 0105 scenario): the client
     gives up on an AddOffsetsToTxn (socket.timeout.ms 1 s) while the coordinator still waits for
     its __transaction_state write to replicate (broker 1 answers the followers' fetches 1.5 s
     late too). The first one completes on the broker all the same, as in Kafka: once the delay is

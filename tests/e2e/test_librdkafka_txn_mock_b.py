@@ -12,8 +12,8 @@ brokers or of 1 (``kafka3``, ``kafka1``: the fault rules and RTTs are cleared an
 brought back and in sync before each scenario), and every scenario uses its own transactional id,
 topics and groups (the C names with the scenario's number appended), since a real cluster keeps
 producer ids, transactions and offsets. The scenarios that take brokers down or move a coordinator
-away from a broker that wrote nothing get a 3-broker cluster of their own (``fresh3``; see the
-broker bug at #27), and #27 starts its 5 brokers.
+away from a broker that wrote nothing get a 3-broker cluster of their own (``fresh3``), and #27
+starts its 5 brokers.
 
 The mock is lenient where Kafka is not (no transaction timeout, a down broker stays leader and
 coordinator, nothing fails over); where a scenario leans on that, its setup is adapted as little
@@ -256,9 +256,10 @@ def kafka3(_three: KafkaCluster) -> KafkaCluster:
 @pytest.fixture
 def fresh3() -> Iterator[KafkaCluster]:
     """A 3-broker cluster of its own, for the scenarios that take brokers down or move a
-    coordinator away from a broker that wrote nothing while it led: that leaves a follower spinning
-    (the broker bug of test_a_leader_that_appended_nothing_in_its_epoch_follows_the_next_leader)
-    as soon as a later scenario moves such a leader again, which would stall the shared cluster."""
+    coordinator away from a broker that wrote nothing while it led, so that what they leave behind
+    (a leader that led an epoch without appending, see
+    test_a_leader_that_appended_nothing_in_its_epoch_follows_the_next_leader) never meets a later
+    scenario."""
     with cluster(3) as kafka:
         prepare(kafka, source=("srctopic4",))  # what they use
         yield kafka
@@ -298,9 +299,10 @@ def test_messages_timing_out_in_commit_leave_an_abortable_transaction_that_can_b
     (leaderless partitions) while the coordinator is down; abort, then the same transaction again,
     must work.
 
-    Adaptations: ``partition_set_leader(myTopic, p, -1)`` has no twin (a Kafka partition is
-    leaderless when no ISR replica is alive), so myTopic has its one replica on broker 3, taken down
-    for the first attempt and brought up for the retry (the C test moves the leaders to broker 1).
+    Adaptations: rather than ``partition_set_leader(myTopic, p, -1)`` (the control endpoint's
+    leader -1 is its twin), myTopic has its one replica on broker 3, taken down for the first
+    attempt and brought up for the retry: leaderless, as a Kafka partition is when no ISR replica
+    is alive (the C test moves the leaders to broker 1).
     message.timeout.ms is 3000 rather than 10000, shorter than transaction.timeout.ms (10000):
     the mock has no transaction timeout, but Kafka aborts a transaction older than it and fences the
     producer, which would turn the abort of attempt 1 (at ~12 s in the C timing) into a fatal error.
@@ -391,9 +393,9 @@ def test_unstable_offset_commit_answers_are_retried_by_committed_and_by_assign(k
 
     Adaptation: the C test pushes six UNSTABLE_OFFSET_COMMIT errors on OffsetFetch, which the mock
     writes on every partition. Kafka answers it on a partition, and only while a transaction holds
-    uncommitted offsets for it (OffsetMetadataManager.fetchOffsets with require_stable); the control
-    endpoint's OffsetFetch error answer is the group-level one, which librdkafka does not retry (see
-    the xfail below). So the unstable offsets are made for real: another transactional producer
+    uncommitted offsets for it (OffsetMetadataManager.fetchOffsets with require_stable); so here the
+    unstable offsets are made for real (the literal port, errors pushed on the topic's partitions,
+    is the next test): another transactional producer
     sends offset 50 for the group to its transaction and commits it a second later (6 errors and
     their retries take about as long in the C test); for the 200 ms call it stays open."""
     topic, p, c = _unstable_setup(kafka3, "25")
@@ -512,9 +514,9 @@ def test_a_message_timing_out_before_it_is_sent_fails_the_commit_with_an_abortab
 
 
 def test_a_leader_that_appended_nothing_in_its_epoch_follows_the_next_leader() -> None:
-    """A minimal reproduction of the broker bug #27 runs into: a partition's leader moved twice
+    """A minimal reproduction of the broker bug #27 ran into: a partition's leader moved twice
     (A -> B -> C) with nothing written while B led; B must follow C, so an acks=all write to C is
-    answered at once (here it waits until B leaves the ISR)."""
+    answered at once (before the fix it waited until B left the ISR)."""
     with cluster(3) as kafka:
         create_topic(kafka, "moved", 1, 3)
         p = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
@@ -535,11 +537,10 @@ def test_transactions_go_on_while_the_coordinator_moves_between_five_brokers() -
     A Kafka coordinator is the leader of the id's ``__transaction_state`` partition and may move
     only to a replica in the ISR: that topic has RF 5 here so every broker can be the coordinator,
     as in the mock. Already in the first transaction broker 3 is coordinator only while nothing is
-    written, and the move on to 4 hits the broker bug: the EndTxn's write waits for broker 3.
-    commit/abort get 3 s rather than forever (a healthy one takes well under a second), so the
-    port fails in seconds rather than after 40 s (a follower that led an epoch without appending
-    once spun on its fetches here: storage.log.partition_log.truncate_to now drops that epoch, as
-    Kafka's UnifiedLog.truncateTo does)."""
+    written before the move on to 4; as a follower it must drop the epoch it led without appending
+    (storage.log.partition_log.truncate_to, as Kafka's UnifiedLog.truncateTo does) or the EndTxn's
+    write waits for it. commit/abort get 3 s rather than forever (a healthy one takes well under a
+    second), so a regression fails in seconds rather than after 40 s."""
     broker_cnt, iterations, topic, txnid = 5, 20, "test", "txnid"
     with cluster(broker_cnt, **{"transaction.state.log.replication.factor": broker_cnt}) as kafka:
         prepare(kafka, source=())
