@@ -21,11 +21,10 @@ from tests.unit.inspect.test_live_scale import (  # noqa: E402
     PARTITION_QUERIES,
     TXN_PAGES,
     N,
-    fill_transactions,
+    broker_with_ten_thousand_ids,
     get,
     partitions_broker,
 )
-from tests.unit.inspect.test_live_views import start_broker  # noqa: E402
 
 
 def _median_ms(fn, runs: int) -> float:
@@ -43,17 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args(argv)
     rows: list[tuple[str, float]] = []
-    with tempfile.TemporaryDirectory(prefix="inspector-scale-") as tmp:
-        r = start_broker(Path(tmp))
-        try:
-            broker = r.broker
-            assert broker is not None
-            r.call(lambda: fill_transactions(broker))
-            base = f"http://127.0.0.1:{broker.metrics_port}"
-            for path in TXN_PAGES:
-                rows.append((f"{N:,} ids  {path}", _median_ms(lambda p=path: get(base + p), a.runs)))
-        finally:
-            r.stop()
+    with tempfile.TemporaryDirectory(prefix="inspector-scale-") as tmp, broker_with_ten_thousand_ids(Path(tmp)) as base:
+        for path in TXN_PAGES:
+            rows.append((f"{N:,} ids  {path}", _median_ms(lambda p=path: get(base + p), a.runs)))
     fake = partitions_broker()
     for query in PARTITION_QUERIES:
         def render(q=query) -> None:

@@ -6,6 +6,9 @@ here: creating 10,000 real ones takes the broker half a minute). How long each p
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -53,20 +56,26 @@ def fill_transactions(broker) -> None:
         sm.cache[sm.partition_for(txn_id)][txn_id] = m
 
 
-def test_ten_thousand_transactional_ids_are_paged(tmp_path):
+@contextmanager
+def broker_with_ten_thousand_ids(tmp_path: Path) -> Iterator[str]:
+    """A broker whose coordinator holds N transactional ids; yields its inspector's base URL."""
     r = start_broker(tmp_path)
     try:
         broker = r.broker
         assert broker is not None
         r.call(lambda: fill_transactions(broker))
-        base = f"http://127.0.0.1:{broker.metrics_port}"
+        yield f"http://127.0.0.1:{broker.metrics_port}"
+    finally:
+        r.stop()
+
+
+def test_ten_thousand_transactional_ids_are_paged(tmp_path):
+    with broker_with_ten_thousand_ids(tmp_path) as base:
         for path in TXN_PAGES:
             body = get(base + path)
             assert b"txn-" in body or path.endswith("overview") or path == "/inspect"
         page = get(base + "/inspect/transactions?state=Ongoing&page=20&size=100")
         assert page.count(b'data-state="Ongoing"') == 100 and b"page 20 of 25" in page
-    finally:
-        r.stop()
 
 
 class _Manager:
