@@ -140,6 +140,7 @@ final class ConsumeTransformProduceScenario {
 
         ctx.step("check the output");
         // the output: each input exactly once, in input order, for read_committed
+        Util.awaitStable(ctx, outTps);
         Util.Drained rc = Util.drain(ctx, outTps, "read_committed", 30_000);
         Util.Drained ru = Util.drain(ctx, outTps, "read_uncommitted", 30_000);
         for (int part = 0; part < PARTITIONS; part++) {

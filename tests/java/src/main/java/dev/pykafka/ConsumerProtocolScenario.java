@@ -429,6 +429,7 @@ final class ConsumerProtocolScenario {
             }
         }
         ctx.step("check the transformed output");
+        Util.awaitStable(ctx, outTps);
         Util.Drained rc = Util.drain(ctx, outTps, "read_committed", 30_000);
         for (int p = 0; p < PARTITIONS; p++) {
             List<String> expected = new ArrayList<>();
