@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-MAX_BODY = 64 * 1024
 MAX_DUMP_LINES = 20_000
 DEFAULT_MAX_BYTES = 1024 * 1024  # a segment read for the page stops here (kafka-dump-log.sh --max-bytes)
 STATIC = {"inspector.css": "text/css; charset=utf-8", "inspector.js": "text/javascript; charset=utf-8"}

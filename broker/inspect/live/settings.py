@@ -12,6 +12,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+MAX_BODY = 64 * 1024  # the largest POST the page takes (an abort's form)
+
 
 def _flag(value: Any, default: bool) -> bool:
     if value is None:
