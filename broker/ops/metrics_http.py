@@ -10,8 +10,7 @@ hundreds of partitions). Supports what Prometheus sends: the OpenMetrics ``Accep
 answer within _WRITE_TIMEOUT is cut off, so never-reading clients cannot pile up answers.
 
 ``/inspect`` and below is the transaction inspector (``broker.inspect.live.routes``), on the same
-port and the same loop, unless ``inspector.enable`` is false; it is imported only then, so a broker
-without the page does not load it at start-up.
+port and the same loop, unless ``inspector.enable`` is false.
 """
 
 from __future__ import annotations
@@ -27,12 +26,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
+from broker.inspect.live.routes import Inspector
 from broker.inspect.live.settings import MAX_BODY, inspector_enabled
 from broker.ops.http_head import read_head
 
 if TYPE_CHECKING:
     from broker.broker import Broker
-    from broker.inspect.live.routes import Inspector
     from broker.ops.metrics import BrokerMetrics
 
 log = structlog.get_logger(__name__)
@@ -147,11 +146,7 @@ async def start_metrics(broker: Broker) -> asyncio.AbstractServer | None:
         return None
     host = str(broker.config.get("metrics.host") or "").strip() or None
     metrics = broker.metrics
-    inspector = None
-    if inspector_enabled(broker.config):
-        from broker.inspect.live.routes import Inspector
-
-        inspector = Inspector(broker)
+    inspector = Inspector(broker) if inspector_enabled(broker.config) else None
     server = await asyncio.start_server(
         lambda r, w: _serve(metrics, r, w, inspector), host, port, reuse_address=True, limit=_MAX_HEAD)
     broker.metrics_port = server.sockets[0].getsockname()[1]

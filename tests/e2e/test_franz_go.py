@@ -86,6 +86,25 @@ RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)", re.MULTILINE)
 TIMED = re.compile(r"^--- PASS: (\S+) \(([\d.]+)s\)", re.MULTILINE)
 
 
+def failure_report(out: str, name: str) -> str:
+    """What a failed test said: its ``file_test.go:N: ...`` lines and its ``--- FAIL`` lines. go test
+    -v streams a parallel test's lines under ``=== RUN/CONT/NAME <test>`` headers, among the other
+    tests' output, so the log's tail is seldom the failed test's."""
+    report: list[str] = []
+    current = None
+    for line in out.splitlines():
+        header = re.match(r"^=== (?:RUN|CONT|NAME|PAUSE)\s+(\S+)", line)
+        if header:
+            current = header.group(1)
+            continue
+        failed_line = re.match(rf"^\s*--- FAIL: {re.escape(name)}[/ ]", line)
+        said = current is not None and (current == name or current.startswith(name + "/")) \
+            and re.match(r"^\s+\S+_test\.go:\d+: ", line)
+        if failed_line or said:
+            report.append(line)
+    return "\n".join(report)
+
+
 def _go(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "GOFLAGS": "-mod=mod -buildvcs=false"}
     return subprocess.run([GO, *args], cwd=GO_MODULE, env=env, capture_output=True, text=True, timeout=timeout)
@@ -175,7 +194,8 @@ def test_franz_go_kgo_suite(kgo_tests, our_broker) -> None:
           f"{len(failed)} failed, {len(skipped)} skipped (exit {run.returncode}); slowest: "
           + ", ".join(f"{n} {t:.1f}s" for t, n in slowest))
     tail = "\n".join(out.splitlines()[-80:])
-    assert not failed, f"franz-go tests failed: {failed}\n{tail}\n{our_broker.log_tail()}"
+    reports = "\n".join(failure_report(out, name) for name in failed)
+    assert not failed, f"franz-go tests failed: {failed}\n{reports}\n{tail}\n{our_broker.log_tail()}"
     assert run.returncode == 0, f"kgo.test exited {run.returncode}\n{tail}"
     assert skipped <= set(EXPECTED_SKIPS), f"unexpected skips: {sorted(skipped - set(EXPECTED_SKIPS))}"
     missing = [n for n in MUST_PASS if n not in passed]

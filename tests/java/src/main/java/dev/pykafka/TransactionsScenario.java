@@ -142,29 +142,10 @@ final class TransactionsScenario {
         }
     }
 
-    /**
-     * Waits until every partition's last stable offset reaches {@code expected}. EndTxn is answered once
-     * PrepareCommit/PrepareAbort is in the transaction log; the markers that move the LSO are written
-     * after that (as in Kafka), so a read right after commitTransaction() may still see the old LSO.
-     */
-    static void awaitLso(Ctx ctx, List<TopicPartition> tps, long expected) {
-        long deadline = System.currentTimeMillis() + 15_000;
-        Map<TopicPartition, Long> lso = Util.endOffsets(ctx, tps, "read_committed");
-        while (lso.values().stream().anyMatch(o -> o < expected) && System.currentTimeMillis() < deadline) {
-            try {
-                Thread.sleep(50);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new AssertionError("interrupted waiting for the LSO", e);
-            }
-            lso = Util.endOffsets(ctx, tps, "read_committed");
-        }
-        ctx.log("LSO %s (expected %d)", lso, expected);
-    }
-
     static void verify(Ctx ctx, List<TopicPartition> tps, Map<TopicPartition, List<String>> committed,
-                       Map<TopicPartition, List<String>> all, long expectedLso, long expectedHw) {
-        awaitLso(ctx, tps, expectedLso);
+                       Map<TopicPartition, List<String>> all, long expectedLso, long expectedHw)
+            throws InterruptedException {
+        Util.awaitStable(ctx, tps); // the markers of the last EndTxn are written
         Util.Drained rc = Util.drain(ctx, tps, "read_committed", 30_000);
         Util.Drained ru = Util.drain(ctx, tps, "read_uncommitted", 30_000);
         for (TopicPartition tp : tps) {

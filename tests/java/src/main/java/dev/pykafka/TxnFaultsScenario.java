@@ -143,12 +143,7 @@ final class TxnFaultsScenario {
     /** read_committed holds exactly {@code committed} among this sub-scenario's records, each once, in order. */
     static void checkReadCommitted(Env env, String name, Expected committed) throws Exception {
         env.ctx.step("%s: read_committed holds the committed records exactly once", name);
-        // every transaction is complete (markers written): the last stable offset is the high watermark
-        Util.waitUntil(OP_TIMEOUT_MS, "no open transaction on " + env.topic,
-                () -> Util.endOffsets(env.ctx, env.tps, "read_committed").equals(
-                        Util.endOffsets(env.ctx, env.tps, "read_uncommitted")),
-                () -> Util.endOffsets(env.ctx, env.tps, "read_committed") + " vs "
-                        + Util.endOffsets(env.ctx, env.tps, "read_uncommitted"));
+        Util.awaitStable(env.ctx, env.tps); // every transaction complete, its markers written
         Util.Drained d = Util.drain(env.ctx, env.tps, "read_committed", 60_000);
         Map<Integer, List<String>> got = new TreeMap<>();
         for (TopicPartition tp : env.tps) {

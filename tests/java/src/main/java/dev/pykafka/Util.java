@@ -255,24 +255,10 @@ final class Util {
      * EndTxn is answered once the prepare record is in the transaction log and the markers follow (as in
      * Kafka), so right after commitTransaction() a read_committed reader may still stop short of the commit.
      */
-    static void awaitStable(Ctx ctx, Collection<TopicPartition> tps) {
-        long deadline = System.currentTimeMillis() + 15_000;
-        while (true) {
-            Map<TopicPartition, Long> lso = endOffsets(ctx, tps, "read_committed");
-            Map<TopicPartition, Long> hw = endOffsets(ctx, tps, "read_uncommitted");
-            if (lso.equals(hw)) {
-                return;
-            }
-            if (System.currentTimeMillis() > deadline) {
-                throw new AssertionError("partitions still not stable after 15 s: LSO " + lso + " HW " + hw);
-            }
-            try {
-                Thread.sleep(50);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new AssertionError("interrupted waiting for stable partitions", e);
-            }
-        }
+    static void awaitStable(Ctx ctx, Collection<TopicPartition> tps) throws InterruptedException {
+        waitUntil(OP_TIMEOUT_MS, "no open transaction on " + tps,
+                () -> endOffsets(ctx, tps, "read_committed").equals(endOffsets(ctx, tps, "read_uncommitted")),
+                () -> endOffsets(ctx, tps, "read_committed") + " vs " + endOffsets(ctx, tps, "read_uncommitted"));
     }
 
     static Map<TopicPartition, Long> endOffsets(Ctx ctx, Collection<TopicPartition> tps, String isolation) {
