@@ -121,6 +121,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("replica.fetch.response.max.bytes", "int", 10485760),
     ("replica.fetch.backoff.ms", "int", 1000),
     ("replica.socket.timeout.ms", "int", 30000),
+    ("request.timeout.ms", "int", 30000),  # how long WriteTxnMarkers waits for the ISR (Kafka's acks=-1 append)
     # the controller's preferred-leader balance (QuorumController.maybeBalancePartitionLeaders)
     ("auto.leader.rebalance.enable", "boolean", True),
     ("leader.imbalance.check.interval.seconds", "long", 300),

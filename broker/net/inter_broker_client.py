@@ -31,6 +31,11 @@ class InterBrokerClient:
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
         self._lock = asyncio.Lock()
+        self.waiting = 0  # sends in progress or queued
+
+    @property
+    def busy(self) -> bool:
+        return self.waiting > 0
 
     def retarget(self, host: str, port: int) -> None:
         """The broker now listens elsewhere (it came back on a new port): reconnect there."""
@@ -46,6 +51,13 @@ class InterBrokerClient:
 
     async def send(self, request: ApiMessage, version: int) -> Any:
         """The decoded answer; raises OSError / asyncio.TimeoutError (and closes) on failure."""
+        self.waiting += 1
+        try:
+            return await self._send(request, version)
+        finally:
+            self.waiting -= 1
+
+    async def _send(self, request: ApiMessage, version: int) -> Any:
         async with self._lock:
             try:
                 reader, writer = await self._connect()

@@ -4,15 +4,21 @@
 coordinator epoch) to a partition with origin COORDINATOR, so the producer state checks the
 producer and coordinator epochs, completes the producer's transaction on the partition, moves
 the LSO and, for an ABORT, adds the ``.txnindex`` entry. A marker in a ``__consumer_offsets``
-partition then applies or drops the group's pending transactional offsets. Both the
-WriteTxnMarkers handler and the coordinator's in-process marker channel
-(``InProcessMarkerChannel``, the single-node ``coordinator.txn.marker_channel.MarkerChannel``)
-call it.
+partition then applies or drops the group's pending transactional offsets.
+
+``write_txn_markers`` is what the coordinator waits for: Kafka appends markers with acks=-1, so a
+partition's answer comes once its ISR holds the marker (REQUEST_TIMED_OUT after
+request.timeout.ms, NOT_ENOUGH_REPLICAS before the append when the ISR is below
+min.insync.replicas). An answer any earlier would let the coordinator write CompleteCommit for a
+marker that a leader change then truncates: the partition's transaction would never end, and
+the group's offsets would be dropped by the producer's next ABORT. Both the WriteTxnMarkers
+handler and the coordinator's in-process marker channel (``InProcessMarkerChannel``) call it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -30,6 +36,33 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+MAX_CLIENTS_PER_LEADER = 8
+
+
+async def write_txn_markers(
+    broker: Services,
+    partitions: Sequence[tuple[str, int]],
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    transaction_version: int,
+    via: str = "coordinator",
+) -> dict[tuple[str, int], ErrorCode]:
+    """One marker to each of ``partitions``: appended to each in turn, then answered per partition
+    once its ISR holds the marker (acks=-1, as Kafka writes markers)."""
+    out: dict[tuple[str, int], ErrorCode] = {}
+    replicating: dict[tuple[str, int], int] = {}
+    for topic, partition in partitions:
+        code, offset = _write_txn_marker(broker, topic, partition, producer_id, producer_epoch, commit,
+                                         coordinator_epoch, transaction_version, via, acks_all=True)
+        out[(topic, partition)] = code
+        if code == ErrorCode.NONE and broker.replication.needs_wait(topic, partition):
+            replicating[(topic, partition)] = offset + 1
+    if replicating:
+        timeout_s = int(broker.config.get("request.timeout.ms")) / 1000
+        out.update(await broker.replication.wait_for_acks(replicating, timeout_s))
+    return out
 
 
 def write_txn_marker(
@@ -43,21 +76,30 @@ def write_txn_marker(
     transaction_version: int,
     via: str = "coordinator",
 ) -> ErrorCode:
-    """Append the marker; the partition's error code (NONE once it is in the log). ``via`` says who
-    asked (the coordinator in process, a WriteTxnMarkers request, the inspector's abort) for the
-    inspector's timeline."""
-    code = _write_txn_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
-                             transaction_version)
+    """Append the marker to the leader's log, without waiting for its ISR (the inspector's abort);
+    the partition's error code (NONE once it is in the log). ``via`` says who asked (the
+    coordinator in process, a WriteTxnMarkers request, the inspector's abort) for the inspector's
+    timeline."""
+    return _write_txn_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+                             transaction_version, via, acks_all=False)[0]
+
+
+def _write_txn_marker(broker: Services, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                      commit: bool, coordinator_epoch: int, transaction_version: int, via: str,
+                      acks_all: bool) -> tuple[ErrorCode, int]:
+    """(error, the marker's offset or -1), recorded for the inspector's timeline."""
+    code = _append_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+                          transaction_version, acks_all)
     recorder = broker.txn_recorder
     if recorder is not None and code[0] != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         recorder.marker(broker.node_id, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
                         code[1], code[0], via)
-    return code[0]
+    return code
 
 
-def _write_txn_marker(broker: Services, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                      commit: bool, coordinator_epoch: int, transaction_version: int) -> tuple[ErrorCode, int]:
-    """(error, the marker's offset or -1)."""
+def _append_marker(broker: Services, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                   commit: bool, coordinator_epoch: int, transaction_version: int,
+                   acks_all: bool) -> tuple[ErrorCode, int]:
     rm = broker.replica_manager
     plog = broker.log_manager.get(topic, partition)
     if plog is None:
@@ -69,6 +111,10 @@ def _write_txn_marker(broker: Services, topic: str, partition: int, producer_id:
     batch = rec.build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                     coordinator_epoch=coordinator_epoch, timestamp=now)
     try:
+        if acks_all and topic != OFFSETS_TOPIC:
+            # Partition.appendRecordsToLeader with acks=-1 (the group coordinator's own partitions are
+            # written with acks=1 and answered at the high watermark, which min.insync.replicas holds back)
+            broker.replication.append_error(topic, partition, -1, plog)
         result = plog.append(batch, rec.validate_batches(batch), leader_epoch=rm.leader_epoch(topic, partition),
                              now_ms=now, origin=AppendOrigin.COORDINATOR, transaction_version=transaction_version)
     except Exception as e:  # noqa: BLE001 - the partition's error code goes back to the coordinator
@@ -96,7 +142,9 @@ class InProcessMarkerChannel:
 
     def __init__(self, broker: Services) -> None:
         self.broker = broker
-        self._clients: dict[int, InterBrokerClient] = {}
+        # per leader, clients for concurrent sends: a WriteTxnMarkers answer waits for the leader's
+        # ISR, and one transaction's markers must not queue behind another's
+        self._clients: dict[int, list[InterBrokerClient]] = {}
 
     def leader_known(self, tp: tuple[str, int]) -> bool:
         """Whether the partition still exists (its markers are dropped otherwise); one whose leader
@@ -109,12 +157,14 @@ class InProcessMarkerChannel:
             reg = self.broker.metadata.partition(*tp)
             leader = reg.leader if reg is not None else self.broker.node_id
             by_leader.setdefault(leader, []).append(tp)
+        local = by_leader.pop(self.broker.node_id, [])
+        waits = [self._send_remote(leader, marker, tps) for leader, tps in by_leader.items()]
+        if local:
+            waits.append(write_txn_markers(self.broker, local, marker.producer_id, marker.producer_epoch,
+                                           marker.commit, marker.coordinator_epoch, marker.transaction_version))
         out: dict[tuple[str, int], ErrorCode] = {}
-        for tp in by_leader.pop(self.broker.node_id, []):
-            out[tp] = write_txn_marker(self.broker, tp[0], tp[1], marker.producer_id, marker.producer_epoch,
-                                       marker.commit, marker.coordinator_epoch, marker.transaction_version)
-        for leader, tps in by_leader.items():
-            out.update(await self._send_remote(leader, marker, tps))
+        for answered in await asyncio.gather(*waits):
+            out.update(answered)
         return out
 
     async def _send_remote(self, leader: int, marker: TxnMarker, tps: list[tuple[str, int]]
@@ -122,12 +172,7 @@ class InProcessMarkerChannel:
         endpoint = self.broker.replication.endpoint_of(leader)
         if endpoint is None:  # the leader is down: retried until it is back
             return dict.fromkeys(tps, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        client = self._clients.get(leader)
-        if client is None:
-            client = self._clients[leader] = InterBrokerClient(
-                *endpoint, client_id=f"broker-{self.broker.node_id}-txn-markers",
-                tls=self.broker.replication.inter_broker_tls())
-        client.retarget(*endpoint)
+        client = self._client(leader, endpoint)
         Request = request_class(27)
         topics: dict[str, list[int]] = {}
         for topic, partition in tps:
@@ -149,6 +194,20 @@ class InProcessMarkerChannel:
                     out[(t.name, p.partition_index)] = ErrorCode(p.error_code)
         return out
 
+    def _client(self, leader: int, endpoint: tuple[str, int]) -> InterBrokerClient:
+        """An idle client to ``leader``, or a new one (at most MAX_CLIENTS_PER_LEADER, then shared)."""
+        clients = self._clients.setdefault(leader, [])
+        client = next((c for c in clients if not c.busy), None)
+        if client is None and len(clients) < MAX_CLIENTS_PER_LEADER:
+            client = InterBrokerClient(*endpoint, client_id=f"broker-{self.broker.node_id}-txn-markers",
+                                       tls=self.broker.replication.inter_broker_tls())
+            clients.append(client)
+        if client is None:
+            client = min(clients, key=lambda c: c.waiting)
+        client.retarget(*endpoint)
+        return client
+
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
+        for clients in self._clients.values():
+            for client in clients:
+                client.close()

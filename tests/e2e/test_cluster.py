@@ -117,9 +117,9 @@ def _refused_with_one_in_sync(client: str, bootstrap: str) -> str:
         once.close()
 
 
-def _wait_full_isr(port: int) -> None:
+def _wait_full_isr(port: int, topic: str = "events") -> None:
     deadline = time.monotonic() + 30
-    while any(len(p["isr"]) < 3 for p in _control(port, "GET", "/topics/events")["partitions"]):
+    while any(len(p["isr"]) < 3 for p in _control(port, "GET", f"/topics/{topic}")["partitions"]):
         assert time.monotonic() < deadline, "the brokers never rejoined the ISR"
         time.sleep(0.2)
 
@@ -181,6 +181,45 @@ def test_a_transaction_commits_while_its_coordinator_broker_is_down(cluster):
     got = _read_all(_bootstrap(cluster), "orders", 2, 20)
     assert sorted(v for _p, v in got) == sorted([f"a{i}".encode() for i in range(10)]
                                                 + [f"b{i}".encode() for i in range(10)])
+
+
+def test_a_commit_survives_its_partition_leader_dying_before_followers_have_the_marker(cluster):
+    """The coordinator completes a transaction only once the ISR of every partition holds its
+    marker (Kafka writes markers with acks=-1). Here the followers of the partition receive the
+    leader's data 2 s late; the leader gets the COMMIT marker and dies before they do. The new
+    leader has the records without the marker, so the coordinator must write it there again:
+    had it taken the dead leader's append as done, the transaction would stay open on the new
+    leader forever and read_committed would never pass its first record."""
+    port = cluster.control_port
+    bootstrap = _bootstrap(cluster)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("ledger", 1, 3, config={"min.insync.replicas": "2"})])["ledger"].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ledger-tx"})
+    producer.init_transactions(30)
+    coordinator = _control(port, "GET", "/coordinators/transaction/ledger-tx")["leader"]
+    leader = _control(port, "GET", "/topics/ledger")["partitions"][0]["leader"]
+    if leader == coordinator:  # the coordinator must outlive the leader, or it would reload PrepareCommit
+        leader = next(b for b in (1, 2, 3) if b != coordinator)
+        _control(port, "POST", "/topics/ledger/partitions/0/leader", {"broker": leader})
+    _wait_full_isr(port, "ledger")
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce("ledger", f"entry-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    _control(port, "POST", "/faults", {"api": "Fetch", "broker": leader, "action": "delay", "delay_ms": 2000,
+                                       "probability": 1.0})
+    time.sleep(1.0)  # the fetches already waiting at the leader (replica.fetch.wait.max.ms) come back
+    producer.commit_transaction(30)
+    time.sleep(0.5)  # the marker is in the leader's log, not yet in its followers'
+    _control(port, "POST", f"/brokers/{leader}/down", {"clean": False})
+    _control(port, "DELETE", "/faults")
+    got = _read_all(bootstrap, "ledger", 1, 5)
+    assert sorted(v for _p, v in got) == [f"entry-{i}".encode() for i in range(5)]
+    producer.begin_transaction()  # and the producer goes on
+    producer.produce("ledger", b"entry-5", partition=0)
+    producer.commit_transaction(30)
+    _control(port, "POST", f"/brokers/{leader}/up")
+    assert [v for _p, v in _read_all(bootstrap, "ledger", 1, 6)][-1] == b"entry-5"
 
 
 def test_franz_go_produces_through_broker_failures(cluster):

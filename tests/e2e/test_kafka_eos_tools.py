@@ -83,6 +83,12 @@ def _json_lines(text: str) -> list[dict]:
 
 def _read_all(bootstrap: str, topic: str, partition: int, isolation: str, timeout: float = 60.0) -> list[bytes]:
     """Every value of one partition up to its end offset for ``isolation`` (read_committed: the LSO)."""
+    return [value for _, value in _read_records(bootstrap, topic, partition, isolation, timeout)]
+
+
+def _read_records(bootstrap: str, topic: str, partition: int, isolation: str,
+                  timeout: float = 60.0) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of one partition up to its end offset for ``isolation``."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
                              auto_offset_reset="earliest", consumer_timeout_ms=1000, fetch_max_wait_ms=100)
     try:
@@ -90,15 +96,25 @@ def _read_all(bootstrap: str, topic: str, partition: int, isolation: str, timeou
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
         end = consumer.end_offsets([tp])[tp]
-        values: list[bytes] = []
+        values: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + timeout
         while consumer.position(tp) < end:
             assert time.monotonic() < deadline, f"read of {tp} stalled at {consumer.position(tp)} of {end}"
             for records in consumer.poll(timeout_ms=500).values():
-                values.extend(r.value for r in records)
+                values.extend((r.offset, r.value) for r in records)
         return values
     finally:
         consumer.close()
+
+
+def _duplicates(records: list[tuple[int, bytes]]) -> str:
+    """Where the duplicated values sit: the offsets of the first few, to tell a batch written
+    twice within one transaction (adjacent offsets) from input copied again (a later transaction)."""
+    seen: dict[bytes, list[int]] = {}
+    for offset, value in records:
+        seen.setdefault(value, []).append(offset)
+    dups = sorted((offsets, value) for value, offsets in seen.items() if len(offsets) > 1)
+    return "; ".join(f"{value.decode(errors='replace')} at {offsets}" for offsets, value in dups[:40])
 
 
 def _run_eos_check(ref, bootstrap: str, label: str, replication_factor: int = 1,
@@ -156,14 +172,16 @@ def _run_eos_check(ref, bootstrap: str, label: str, replication_factor: int = 1,
         assert events[-1]["remaining"] == 0 and events[-1]["totalProcessed"] == len(by_partition.get(p, [])), \
             events[-1]
 
-    committed = {p: _read_all(bootstrap, out, p, "read_committed") for p in range(INPUT_PARTITIONS)}
+    committed_records = {p: _read_records(bootstrap, out, p, "read_committed") for p in range(INPUT_PARTITIONS)}
+    committed = {p: [value for _, value in records] for p, records in committed_records.items()}
     uncommitted = {p: _read_all(bootstrap, out, p, "read_uncommitted") for p in range(INPUT_PARTITIONS)}
     read = time.monotonic()
 
     for p in range(INPUT_PARTITIONS):
         got, want = committed[p], by_partition.get(p, [])
         assert len(got) == len(set(got)), \
-            f"{label}: {len(got) - len(set(got))} duplicates in read_committed output partition {p}"
+            f"{label}: {len(got) - len(set(got))} duplicates in read_committed output partition {p}: " \
+            f"{_duplicates(committed_records[p])}"
         assert got == want, f"{label}: output partition {p} differs from the input: {len(got)} vs {len(want)} " \
                             f"records, missing {sorted(set(want) - set(got))[:10]}, " \
                             f"unexpected {sorted(set(got) - set(want))[:10]}"
