@@ -40,17 +40,18 @@ def handle(ctx: RequestContext, req: ApiMessage) -> ApiMessage | Awaitable[ApiMe
             TopicResult(name=t.name, partitions=[
                 PartitionResult(partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 for p in t.partition_indexes]) for t in m.topics]) for m in req.markers])
-    return _write(ctx, req)
-
-
-async def _write(ctx: RequestContext, req: ApiMessage) -> ApiMessage:
     version = ctx.api_version
-    answers = await asyncio.gather(*(
+    answers = [  # appended now, answered once each partition's ISR holds its marker
         write_txn_markers(ctx.broker, [(t.name, p) for t in m.topics for p in t.partition_indexes], m.producer_id,
                           m.producer_epoch, bool(m.transaction_result), m.coordinator_epoch,
                           getattr(m, "transaction_version", 0) if version >= 2 else 0, via="WriteTxnMarkers")
-        for m in req.markers))
+        for m in req.markers]
+    return _respond(req, answers)
+
+
+async def _respond(req: ApiMessage, answers: list[Awaitable[dict[tuple[str, int], ErrorCode]]]) -> ApiMessage:
+    errors_by_marker = await asyncio.gather(*answers)
     return Response(markers=[MarkerResult(producer_id=m.producer_id, topics=[
         TopicResult(name=t.name, partitions=[PartitionResult(partition_index=p, error_code=int(errors[(t.name, p)]))
                                              for p in t.partition_indexes])
-        for t in m.topics]) for m, errors in zip(req.markers, answers, strict=True)])
+        for t in m.topics]) for m, errors in zip(req.markers, errors_by_marker, strict=True)])

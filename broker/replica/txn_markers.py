@@ -18,7 +18,7 @@ handler and the coordinator's in-process marker channel (``InProcessMarkerChanne
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -39,7 +39,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 MAX_CLIENTS_PER_LEADER = 8
 
 
-async def write_txn_markers(
+def write_txn_markers(
     broker: Services,
     partitions: Sequence[tuple[str, int]],
     producer_id: int,
@@ -48,9 +48,10 @@ async def write_txn_markers(
     coordinator_epoch: int,
     transaction_version: int,
     via: str = "coordinator",
-) -> dict[tuple[str, int], ErrorCode]:
-    """One marker to each of ``partitions``: appended to each in turn, then answered per partition
-    once its ISR holds the marker (acks=-1, as Kafka writes markers)."""
+) -> Awaitable[dict[tuple[str, int], ErrorCode]]:
+    """One marker to each of ``partitions``, appended now (a request the producer sends next
+    already meets it), answered per partition by the awaitable once its ISR holds the marker
+    (acks=-1, as Kafka writes markers)."""
     out: dict[tuple[str, int], ErrorCode] = {}
     replicating: dict[tuple[str, int], int] = {}
     for topic, partition in partitions:
@@ -59,6 +60,11 @@ async def write_txn_markers(
         out[(topic, partition)] = code
         if code == ErrorCode.NONE and broker.replication.needs_wait(topic, partition):
             replicating[(topic, partition)] = offset + 1
+    return _replicated(broker, out, replicating)
+
+
+async def _replicated(broker: Services, out: dict[tuple[str, int], ErrorCode],
+                      replicating: dict[tuple[str, int], int]) -> dict[tuple[str, int], ErrorCode]:
     if replicating:
         timeout_s = int(broker.config.get("request.timeout.ms")) / 1000
         out.update(await broker.replication.wait_for_acks(replicating, timeout_s))
@@ -158,10 +164,11 @@ class InProcessMarkerChannel:
             leader = reg.leader if reg is not None else self.broker.node_id
             by_leader.setdefault(leader, []).append(tp)
         local = by_leader.pop(self.broker.node_id, [])
-        waits = [self._send_remote(leader, marker, tps) for leader, tps in by_leader.items()]
-        if local:
+        waits: list[Awaitable[dict[tuple[str, int], ErrorCode]]] = []
+        if local:  # appended before the first await, as on a single node
             waits.append(write_txn_markers(self.broker, local, marker.producer_id, marker.producer_epoch,
                                            marker.commit, marker.coordinator_epoch, marker.transaction_version))
+        waits.extend(self._send_remote(leader, marker, tps) for leader, tps in by_leader.items())
         out: dict[tuple[str, int], ErrorCode] = {}
         for answered in await asyncio.gather(*waits):
             out.update(answered)

@@ -157,6 +157,13 @@ class TxnProducer:
         """What this client sent of ``api``, oldest first."""
         return self.kafka.requests.list(api=api, client_id=self.name)
 
+    def trail(self, *apis: str) -> list[str]:
+        """The last few requests of ``apis`` this client sent, for an assertion's message: which
+        broker answered what, and when (a hang shows as a missing or late answer)."""
+        entries = sorted((e for api in apis for e in self.log(api)), key=lambda e: e["seq"])
+        keep = ("seq", "at_ms", "api", "broker", "topics", "error", "duration_ms", "answered", "fault")
+        return [str({k: e[k] for k in keep if k in e}) for e in entries[-12:]]
+
     def errors_seen(self, api: str) -> list[str]:
         return [e.get("error", "?") for e in self.log(api)]
 
@@ -417,7 +424,8 @@ def test_produce_add_partitions_and_add_offsets_errors_require_abort(kafka: Kafk
     error = rk.send_offsets([("srctopic4", 3, 12)])
     assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
     assert error_of(rk.p.commit_transaction, 5) is not None, "commit_transaction should have failed"
-    assert error_of(rk.p.abort_transaction, INFINITE) is None
+    error = error_of(rk.p.abort_transaction, INFINITE)
+    assert error is None, f"{error}; what the client sent: {rk.trail('Produce', 'AddPartitionsToTxn', 'EndTxn')}"
 
     rk.check_errors()
     assert "TOPIC_AUTHORIZATION_FAILED" in rk.errors_seen("Produce")
