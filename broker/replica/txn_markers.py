@@ -1,18 +1,18 @@
 """The partition-leader side of transaction markers (KafkaApis.handleWriteTxnMarkersRequest).
 
-``write_txn_marker`` appends one COMMIT/ABORT control batch (Kafka's 78-byte marker with the
-coordinator epoch) to a partition with origin COORDINATOR, so the producer state checks the
+``write_txn_markers`` appends one COMMIT/ABORT control batch (Kafka's 78-byte marker with the
+coordinator epoch) to each partition with origin COORDINATOR, so the producer state checks the
 producer and coordinator epochs, completes the producer's transaction on the partition, moves
 the LSO and, for an ABORT, adds the ``.txnindex`` entry. A marker in a ``__consumer_offsets``
 partition then applies or drops the group's pending transactional offsets.
 
-``write_txn_markers`` is what the coordinator waits for: Kafka appends markers with acks=-1, so a
-partition's answer comes once its ISR holds the marker (REQUEST_TIMED_OUT after
-request.timeout.ms, NOT_ENOUGH_REPLICAS before the append when the ISR is below
-min.insync.replicas). An answer any earlier would let the coordinator write CompleteCommit for a
+Kafka appends markers with acks=-1, so a partition's answer comes once its ISR holds the marker
+(REQUEST_TIMED_OUT after request.timeout.ms, NOT_ENOUGH_REPLICAS before the append when the ISR
+is below min.insync.replicas). An answer any earlier would let the coordinator write CompleteCommit for a
 marker that a leader change then truncates: the partition's transaction would never end, and
-the group's offsets would be dropped by the producer's next ABORT. Both the WriteTxnMarkers
-handler and the coordinator's in-process marker channel (``InProcessMarkerChannel``) call it.
+the group's offsets would be dropped by the producer's next ABORT. The WriteTxnMarkers handler,
+the coordinator's in-process marker channel (``InProcessMarkerChannel``) and the inspector's
+abort call it.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def write_txn_markers(
     replicating: dict[tuple[str, int], int] = {}
     for topic, partition in partitions:
         code, offset = _write_txn_marker(broker, topic, partition, producer_id, producer_epoch, commit,
-                                         coordinator_epoch, transaction_version, via, acks_all=True)
+                                         coordinator_epoch, transaction_version, via)
         out[(topic, partition)] = code
         if code == ErrorCode.NONE and broker.replication.needs_wait(topic, partition):
             replicating[(topic, partition)] = offset + 1
@@ -71,31 +71,13 @@ async def _replicated(broker: Services, out: dict[tuple[str, int], ErrorCode],
     return out
 
 
-def write_txn_marker(
-    broker: Services,
-    topic: str,
-    partition: int,
-    producer_id: int,
-    producer_epoch: int,
-    commit: bool,
-    coordinator_epoch: int,
-    transaction_version: int,
-    via: str = "coordinator",
-) -> ErrorCode:
-    """Append the marker to the leader's log, without waiting for its ISR (the inspector's abort);
-    the partition's error code (NONE once it is in the log). ``via`` says who asked (the
-    coordinator in process, a WriteTxnMarkers request, the inspector's abort) for the inspector's
-    timeline."""
-    return _write_txn_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
-                             transaction_version, via, acks_all=False)[0]
-
-
 def _write_txn_marker(broker: Services, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                      commit: bool, coordinator_epoch: int, transaction_version: int, via: str,
-                      acks_all: bool) -> tuple[ErrorCode, int]:
-    """(error, the marker's offset or -1), recorded for the inspector's timeline."""
+                      commit: bool, coordinator_epoch: int, transaction_version: int,
+                      via: str) -> tuple[ErrorCode, int]:
+    """(error, the marker's offset or -1), recorded for the inspector's timeline; ``via`` says who
+    asked (the coordinator in process, a WriteTxnMarkers request, the inspector's abort)."""
     code = _append_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
-                          transaction_version, acks_all)
+                          transaction_version)
     recorder = broker.txn_recorder
     if recorder is not None and code[0] != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         recorder.marker(broker.node_id, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
@@ -104,8 +86,7 @@ def _write_txn_marker(broker: Services, topic: str, partition: int, producer_id:
 
 
 def _append_marker(broker: Services, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                   commit: bool, coordinator_epoch: int, transaction_version: int,
-                   acks_all: bool) -> tuple[ErrorCode, int]:
+                   commit: bool, coordinator_epoch: int, transaction_version: int) -> tuple[ErrorCode, int]:
     rm = broker.replica_manager
     plog = broker.log_manager.get(topic, partition)
     if plog is None:
@@ -117,7 +98,7 @@ def _append_marker(broker: Services, topic: str, partition: int, producer_id: in
     batch = rec.build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                     coordinator_epoch=coordinator_epoch, timestamp=now)
     try:
-        if acks_all and topic != OFFSETS_TOPIC:
+        if topic != OFFSETS_TOPIC:
             # Partition.appendRecordsToLeader with acks=-1 (the group coordinator's own partitions are
             # written with acks=1 and answered at the high watermark, which min.insync.replicas holds back)
             broker.replication.append_error(topic, partition, -1, plog)

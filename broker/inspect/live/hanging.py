@@ -20,8 +20,9 @@ listed with its status: ``ongoing`` (its coordinator will write the marker), ``h
 
 ``abort`` writes the ABORT marker for the producer id and epoch on the partition, with the
 coordinator epoch the partition last saw from it (0 when it saw none, as the tool does), through
-the leader's own marker path (``broker.replica.txn_markers.write_txn_marker``), exactly what the
-WriteTxnMarkers request of ``kafka-transactions.sh abort`` makes the leader do.
+the leader's own marker path (``broker.replica.txn_markers.write_txn_markers``), exactly what the
+WriteTxnMarkers request of ``kafka-transactions.sh abort`` makes the leader do: answered once the
+partition's ISR holds the marker.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.replica.txn_markers import write_txn_marker
+from broker.replica.txn_markers import write_txn_markers
 from coordinator.txn.state import TransactionState
 from protocol.errors import ErrorCode
 
@@ -182,7 +183,7 @@ class AbortError(ValueError):
     """The abort cannot be attempted (no such open transaction, no leader here); the message says why."""
 
 
-def abort(broker: Services, topic: str, partition: int, *, start_offset: int | None = None,
+async def abort(broker: Services, topic: str, partition: int, *, start_offset: int | None = None,
           producer_id: int | None = None, producer_epoch: int | None = None,
           coordinator_epoch: int | None = None) -> dict[str, Any]:
     """``kafka-transactions.sh abort``: by ``start_offset`` (the producer whose open transaction
@@ -207,8 +208,9 @@ def abort(broker: Services, topic: str, partition: int, *, start_offset: int | N
     # TransactionsCommand: a producer that never saw a marker shows -1; 0 is at most any real epoch
     coordinator_epoch = max(coordinator_epoch, 0)
     before = plog.last_stable_offset
-    code = write_txn_marker(leader, topic, partition, producer_id, producer_epoch, False, coordinator_epoch,
-                            TRANSACTION_MARKER_TV0, via="inspector")
+    answers = await write_txn_markers(leader, [(topic, partition)], producer_id, producer_epoch, False,
+                                      coordinator_epoch, TRANSACTION_MARKER_TV0, via="inspector")
+    code = answers[(topic, partition)]
     return {"topic": topic, "partition": partition, "broker": leader.node_id, "producerId": producer_id,
             "producerEpoch": producer_epoch, "coordinatorEpoch": coordinator_epoch, "error": code.name,
             "lastStableOffsetBefore": before, "lastStableOffsetAfter": plog.last_stable_offset,

@@ -85,7 +85,7 @@ class Inspector:
         parts = [unquote(p) for p in path.split("/")[2:] if p != ""]  # after /inspect
         try:
             if method == "POST":
-                return self._post(parts, headers, body)
+                return await self._post(parts, headers, body)
             if method not in ("GET", "HEAD"):
                 return self._text(405, "GET, HEAD or POST\n")
             if parts[:1] == ["static"]:
@@ -264,7 +264,7 @@ class Inspector:
 
     # --- the abort action -----------------------------------------------------------------------
 
-    def _post(self, parts: list[str], headers: Mapping[str, str], body: bytes) -> Answer:
+    async def _post(self, parts: list[str], headers: Mapping[str, str], body: bytes) -> Answer:
         api = parts[:1] == ["api"]
         if parts not in (["abort"], ["api", "abort"]):
             return self._text(405, "only the abort action is posted\n")
@@ -282,7 +282,7 @@ class Inspector:
             if not isinstance(doc, dict) or doc.get("confirm") is not True:
                 return self._json(400, {"error": 'an abort needs "confirm": true'})
             try:
-                result = self._abort({k: doc.get(k) for k in ("topic", "partition", "startOffset", "producerId",
+                result = await self._abort({k: doc.get(k) for k in ("topic", "partition", "startOffset", "producerId",
                                                               "producerEpoch", "coordinatorEpoch")})
             except (AbortError, ValueError, TypeError) as e:
                 return self._json(409, {"error": str(e)})
@@ -297,7 +297,7 @@ class Inspector:
             return self._html(400, "Abort", "transactions", web.abort_confirm_html(
                 details, self.token, "Tick the confirmation to abort."), False)
         try:
-            result = self._abort({"topic": form.get("topic"), "partition": form.get("partition"),
+            result = await self._abort({"topic": form.get("topic"), "partition": form.get("partition"),
                                   "startOffset": form.get("start_offset") or None,
                                   "producerId": form.get("producer_id") or None,
                                   "producerEpoch": form.get("producer_epoch") or None,
@@ -317,7 +317,7 @@ class Inspector:
             return f"refused: a request from {origin} to {headers.get('host')}"
         return None
 
-    def _abort(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+    async def _abort(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         def number(name: str) -> int | None:
             value = fields.get(name)
             return None if value is None or value == "" else int(value)
@@ -328,8 +328,8 @@ class Inspector:
             raise AbortError("topic and partition are required")
         start = number("startOffset")
         if start is not None:
-            return abort(self.broker, str(topic), partition, start_offset=start)
-        return abort(self.broker, str(topic), partition, producer_id=number("producerId"),
+            return await abort(self.broker, str(topic), partition, start_offset=start)
+        return await abort(self.broker, str(topic), partition, producer_id=number("producerId"),
                      producer_epoch=number("producerEpoch"), coordinator_epoch=number("coordinatorEpoch"))
 
 

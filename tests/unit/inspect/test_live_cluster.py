@@ -7,6 +7,7 @@ the leaders' markers)."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from typing import Any
 
@@ -38,6 +39,12 @@ def test_either_broker_s_page_shows_the_whole_process(tmp_path):
         leaders = [part["leader"] for part in k.topic("orders")["partitions"]]
         assert sorted(leaders) == [1, 2]
         coordinator = k.coordinator("transaction", "tx-multi")
+        # EndTxn answers at PrepareCommit; CompleteCommit follows once both partitions' ISRs hold
+        # their markers (the follower's next fetch)
+        deadline = time.monotonic() + 10
+        while _get(base, "/inspect/api/transactions?q=tx-multi")["transactions"][0]["state"] != "CompleteCommit":
+            assert time.monotonic() < deadline, "the transaction never completed"
+            time.sleep(0.05)
 
         for port in (base, base + 1):  # the same process seen from either page
             overview = _get(port, "/inspect/api/overview")

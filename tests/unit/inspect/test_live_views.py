@@ -100,7 +100,11 @@ def test_a_transaction_s_timeline_is_the_walk_of_kafka_s_design_as_it_happened(e
     view = api.get("/inspect/api/transactions/tx-committed")
     assert view["transaction"]["state"] == "CompleteCommit" and view["recording"]
     session, txn = view["timeline"]
-    assert [e.get("api") for e in session["events"] if e["kind"] == "request"] == ["FindCoordinator", "InitProducerId"]
+    # librdkafka may ask for the coordinator more than once (its first query can race the broker
+    # connection); the walk is FindCoordinator, then InitProducerId.
+    requests = [e.get("api") for e in session["events"] if e["kind"] == "request"]
+    assert [api for i, api in enumerate(requests) if i == 0 or api != requests[i - 1]] \
+        == ["FindCoordinator", "InitProducerId"]
     assert session["outcome"] == "Empty"
     assert txn["outcome"] == "CompleteCommit" and txn["states"] == ["Ongoing", "PrepareCommit", "CompleteCommit"]
     walk = [e.get("api") or f'{e["kind"]}:{e.get("to") or e["topic"] + "-" + str(e["partition"])}'
