@@ -309,11 +309,17 @@ def test_kill_after_commits_and_aborts(tmp_path):
             else:
                 p.commit_transaction(15)
                 committed += [v for _, v in values]
+        # EndTxn answers at PrepareAbort; the markers and CompleteAbort follow. Killed before
+        # CompleteAbort, the broker would write the markers again on restart (as Kafka does).
+        data = Path(b.data_dir)
+        deadline = time.monotonic() + 10
+        while txn_log(data, txn_id)[-1]["state"] != "CompleteAbort":
+            assert time.monotonic() < deadline, "the last abort never completed"
+            time.sleep(0.02)
         b.kill()
         b.start()
         got = read_committed(b.bootstrap, topic, 2, len(committed))
         assert Counter(got) == Counter(committed)
-        data = Path(b.data_dir)
         log = txn_log(data, txn_id)
         # transaction.version=2 (the default, as Kafka 4.x formats) writes value v1
         assert log[0]["state"] == "Empty" and log[0]["partitions"] is None and log[0]["version"] == 1
