@@ -8,11 +8,11 @@ partition then applies or drops the group's pending transactional offsets.
 
 Kafka appends markers with acks=-1, so a partition's answer comes once its ISR holds the marker
 (REQUEST_TIMED_OUT after request.timeout.ms, NOT_ENOUGH_REPLICAS before the append when the ISR
-is below min.insync.replicas). An answer any earlier would let the coordinator write CompleteCommit for a
-marker that a leader change then truncates: the partition's transaction would never end, and
-the group's offsets would be dropped by the producer's next ABORT. The WriteTxnMarkers handler,
-the coordinator's in-process marker channel (``InProcessMarkerChannel``) and the inspector's
-abort call it.
+is below min.insync.replicas). An answer any earlier would let the coordinator write
+CompleteCommit for a marker that a leader change then truncates: the partition's transaction
+would never end, and the group's offsets would be dropped by the producer's next ABORT. The
+WriteTxnMarkers handler, the coordinator's in-process marker channel (``InProcessMarkerChannel``)
+and the inspector's abort call it.
 """
 
 from __future__ import annotations

@@ -282,8 +282,8 @@ class Inspector:
             if not isinstance(doc, dict) or doc.get("confirm") is not True:
                 return self._json(400, {"error": 'an abort needs "confirm": true'})
             try:
-                result = await self._abort({k: doc.get(k) for k in ("topic", "partition", "startOffset", "producerId",
-                                                              "producerEpoch", "coordinatorEpoch")})
+                result = await self._abort({k: doc.get(k) for k in (
+                    "topic", "partition", "startOffset", "producerId", "producerEpoch", "coordinatorEpoch")})
             except (AbortError, ValueError, TypeError) as e:
                 return self._json(409, {"error": str(e)})
             return self._json(200 if result["ok"] else 409, result)
@@ -298,10 +298,10 @@ class Inspector:
                 details, self.token, "Tick the confirmation to abort."), False)
         try:
             result = await self._abort({"topic": form.get("topic"), "partition": form.get("partition"),
-                                  "startOffset": form.get("start_offset") or None,
-                                  "producerId": form.get("producer_id") or None,
-                                  "producerEpoch": form.get("producer_epoch") or None,
-                                  "coordinatorEpoch": form.get("coordinator_epoch") or None})
+                                        "startOffset": form.get("start_offset") or None,
+                                        "producerId": form.get("producer_id") or None,
+                                        "producerEpoch": form.get("producer_epoch") or None,
+                                        "coordinatorEpoch": form.get("coordinator_epoch") or None})
         except (AbortError, ValueError, TypeError) as e:
             return self._html(409, "Abort", "transactions", web.abort_confirm_html(details, self.token, str(e)), False)
         log.warning("transaction aborted from the inspector", topic=result["topic"], partition=result["partition"],
