@@ -5,10 +5,10 @@ coordinator epoch (``broker.replica.txn_markers.write_txn_markers``, the same fu
 in-process marker channel calls) and answer that partition's error once its ISR holds the marker
 (Kafka appends markers with acks=-1): UNKNOWN_TOPIC_OR_PARTITION for a partition this node does
 not have, INVALID_PRODUCER_EPOCH for a stale producer epoch, TRANSACTION_COORDINATOR_FENCED for a
-stale coordinator epoch, NOT_ENOUGH_REPLICAS or REQUEST_TIMED_OUT when the ISR cannot take it. v2 (KIP-1228, Kafka 4.2+) carries
-each marker's TransactionVersion: a TV2 marker needs an epoch strictly above the producer's
-(its coordinator bumped it at EndTxn); v1 markers are TV0. Admin tools may call it directly
-(``kafka-transactions.sh abort``).
+stale coordinator epoch, NOT_ENOUGH_REPLICAS or REQUEST_TIMED_OUT when the ISR cannot take it.
+v2 (KIP-1228, Kafka 4.2+) carries each marker's TransactionVersion: a TV2 marker needs an epoch
+strictly above the producer's (its coordinator bumped it at EndTxn); v1 markers are TV0. Admin
+tools may call it directly (``kafka-transactions.sh abort``).
 
 Authorization: ALTER or CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED on every partition).
 """

@@ -31,11 +31,7 @@ class InterBrokerClient:
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
         self._lock = asyncio.Lock()
-        self.waiting = 0  # sends in progress or queued
-
-    @property
-    def busy(self) -> bool:
-        return self.waiting > 0
+        self.waiting = 0  # sends in progress or queued (the marker channel picks an idle client)
 
     def retarget(self, host: str, port: int) -> None:
         """The broker now listens elsewhere (it came back on a new port): reconnect there."""

@@ -76,13 +76,13 @@ def _write_txn_marker(broker: Services, topic: str, partition: int, producer_id:
                       via: str) -> tuple[ErrorCode, int]:
     """(error, the marker's offset or -1), recorded for the inspector's timeline; ``via`` says who
     asked (the coordinator in process, a WriteTxnMarkers request, the inspector's abort)."""
-    code = _append_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
-                          transaction_version)
+    code, offset = _append_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+                                  transaction_version)
     recorder = broker.txn_recorder
-    if recorder is not None and code[0] != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    if recorder is not None and code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         recorder.marker(broker.node_id, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
-                        code[1], code[0], via)
-    return code
+                        offset, code, via)
+    return code, offset
 
 
 def _append_marker(broker: Services, topic: str, partition: int, producer_id: int, producer_epoch: int,
@@ -185,7 +185,7 @@ class InProcessMarkerChannel:
     def _client(self, leader: int, endpoint: tuple[str, int]) -> InterBrokerClient:
         """An idle client to ``leader``, or a new one (at most MAX_CLIENTS_PER_LEADER, then shared)."""
         clients = self._clients.setdefault(leader, [])
-        client = next((c for c in clients if not c.busy), None)
+        client = next((c for c in clients if not c.waiting), None)
         if client is None and len(clients) < MAX_CLIENTS_PER_LEADER:
             client = InterBrokerClient(*endpoint, client_id=f"broker-{self.broker.node_id}-txn-markers",
                                        tls=self.broker.replication.inter_broker_tls())

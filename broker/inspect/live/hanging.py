@@ -184,8 +184,8 @@ class AbortError(ValueError):
 
 
 async def abort(broker: Services, topic: str, partition: int, *, start_offset: int | None = None,
-          producer_id: int | None = None, producer_epoch: int | None = None,
-          coordinator_epoch: int | None = None) -> dict[str, Any]:
+                producer_id: int | None = None, producer_epoch: int | None = None,
+                coordinator_epoch: int | None = None) -> dict[str, Any]:
     """``kafka-transactions.sh abort``: by ``start_offset`` (the producer whose open transaction
     begins there, as for brokers 3.0+), or by producer id, epoch and coordinator epoch."""
     leader = leader_of(broker, topic, partition)

@@ -330,7 +330,7 @@ class Inspector:
         if start is not None:
             return await abort(self.broker, str(topic), partition, start_offset=start)
         return await abort(self.broker, str(topic), partition, producer_id=number("producerId"),
-                     producer_epoch=number("producerEpoch"), coordinator_epoch=number("coordinatorEpoch"))
+                           producer_epoch=number("producerEpoch"), coordinator_epoch=number("coordinatorEpoch"))
 
 
 def _command(path: str, options: FileOptions) -> str:
