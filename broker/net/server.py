@@ -33,6 +33,7 @@ from broker.net.tls import SSL_PROTOCOLS, server_context
 from broker.security.principal import ANONYMOUS, NoMatchingRule
 from protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
 from protocol.headers import MalformedHeader, peek_api
+from storage.clock import TimerHandle
 from storage.log.file_region import FileRegion
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class Connection(asyncio.Protocol):
         self._resume_scheduled = False
         # answers a fault rule holds (a delay, an RTT): (loop time to send at, buffers), in order
         self.held_answers: deque[tuple[float, list]] = deque()
-        self._held_timer: asyncio.TimerHandle | None = None
+        self._held_timer: TimerHandle | None = None
         self.silent = False  # a fault rule dropped an answer: nothing more is read or sent
 
     # --- asyncio callbacks ------------------------------------------------------------------
@@ -381,24 +382,26 @@ class Connection(asyncio.Protocol):
             if not self.reading_paused and not self.closed:
                 self._pause_reading()
             return
-        loop = asyncio.get_running_loop()
-        at = max(loop.time() + result.delay, self.held_answers[-1][0] if self.held_answers else 0.0)
+        # Due times on the wire clock, read now: uvloop's loop.time() is cached at the start of the
+        # loop's pass and its timers have millisecond steps, so an answer could leave early.
+        clock = self.broker.wire_clock
+        at = max(clock.monotonic() + result.delay, self.held_answers[-1][0] if self.held_answers else 0.0)
         self.held_answers.append((at, buffers))
         if self._held_timer is None:
-            self._held_timer = loop.call_at(self.held_answers[0][0], self._release_held)
+            self._held_timer = clock.call_later(at - clock.monotonic(), self._release_held)
         if len(self.held_answers) >= MAX_HELD and not self.reading_paused and not self.closed:
             self._pause_reading()  # a client pipelining into a long delay waits in the kernel
 
     def _release_held(self) -> None:
         self._held_timer = None
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        clock = self.broker.wire_clock
+        now = clock.monotonic()
         out: list = []
-        while self.held_answers and self.held_answers[0][0] <= now + 0.0005:
+        while self.held_answers and self.held_answers[0][0] <= now:  # never before its delay is up
             out += self.held_answers.popleft()[1]
         self._flush(out)
-        if self.held_answers:
-            self._held_timer = loop.call_at(self.held_answers[0][0], self._release_held)
+        if self.held_answers:  # the next one's, or this one's again when the timer came early
+            self._held_timer = clock.call_later(self.held_answers[0][0] - now, self._release_held)
         elif not self.closed:
             self._pump()
             self._maybe_resume_reading()
